@@ -1,0 +1,249 @@
+"""The `boundmem` command. Sub-apps (bench, serve, mcp, caim) live beside the code they drive and are loaded lazily."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from importlib import import_module, resources
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .conversation import ConversationFileError, read_conversations
+from .schema.load import SchemaFileError, builtin_schema, dump_yaml, load_schema
+from .schema.model import UnknownCategoryError
+
+app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
+schema_app = typer.Typer(help="Show and validate category schemas.", no_args_is_help=True)
+prefs_app = typer.Typer(help="What is stored for a user: list, export, delete, forget.", no_args_is_help=True)
+app.add_typer(schema_app, name="schema")
+app.add_typer(prefs_app, name="prefs")
+console = Console()
+err = Console(stderr=True)
+
+DB = typer.Option(os.environ.get("BOUNDMEM_DB", "boundmem.db"), "--db", help="SQLite file or postgresql:// URL (env BOUNDMEM_DB).")
+SCHEMA = typer.Option(None, "--schema", help="Schema file (.yaml or CarMem .csv); default: built-in in-car schema.")
+USER = typer.Option(..., "--user", "-u", help="User id.")
+
+
+def _fail(msg: str, code: int = 2):
+    err.print(f"[red]error:[/red] {msg}")
+    raise typer.Exit(code)
+
+
+def _schema(path: Optional[Path]):
+    try:
+        return load_schema(path) if path else builtin_schema()
+    except SchemaFileError as e:
+        _fail(str(e))
+
+
+def _memory(db: str, schema: Optional[Path], extractor: str = "local", maintainer: str = "local", embedder: str = "minilm"):
+    from .factory import build_memory
+
+    return build_memory(db=db, schema=_schema(schema), extractor=extractor, maintainer=maintainer, embedder=embedder)
+
+
+# --- schema -------------------------------------------------------------------------------
+@schema_app.command("show")
+def schema_show(schema: Optional[Path] = SCHEMA, tool: bool = typer.Option(False, "--tool", help="Print the LLM tool JSON."),
+                as_yaml: bool = typer.Option(False, "--yaml", help="Print as YAML."),
+                opt_out: list[str] = typer.Option([], "--opt-out", help="Prune a category first (repeatable).")):
+    s = _schema(schema)
+    try:
+        s = s.prune(opt_out)
+    except UnknownCategoryError as e:
+        _fail(str(e))
+    if tool:
+        from .schema.tool import tool_definition
+
+        print(json.dumps(tool_definition(s), indent=2))
+        return
+    if as_yaml:
+        print(dump_yaml(s))
+        return
+    m, sb, d = s.counts()
+    t = Table(title=f"{s.name} ({m} main, {sb} sub, {d} detail categories)")
+    for col in ("main", "sub", "detail", "type", "attributes"):
+        t.add_column(col)
+    for ref in s.details():
+        t.add_row(ref.main.name, ref.sub.name, ref.detail.name, "multi" if ref.detail.multiple else "single",
+                  ", ".join(ref.detail.attributes[:6]) + (" ..." if len(ref.detail.attributes) > 6 else ""))
+    console.print(t)
+
+
+@schema_app.command("validate")
+def schema_validate(path: Path):
+    s = _schema(path)
+    m, sb, d = s.counts()
+    console.print(f"[green]ok[/green] {path}: {m} main, {sb} sub, {d} detail categories")
+
+
+# --- ingest / recall ------------------------------------------------------------------------
+@app.command()
+def ingest(file: Path, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA,
+           extractor: str = typer.Option("local", help="local | keyword | llm"),
+           maintainer: str = typer.Option("local", help="local | rules | llm")):
+    """Extract and store the preferences in a conversation file (.json or .jsonl). Bad files store nothing."""
+    try:
+        convs = read_conversations(file)
+    except ConversationFileError as e:
+        _fail(str(e))
+    mem = _memory(db, schema, extractor, maintainer)
+    for c in convs:
+        r = mem.add(c, user)
+        for d in r.decisions:
+            console.print(f"{c.id}: [bold]{d.action}[/bold] {d.candidate.path} = {d.candidate.attribute!r}")
+        for b in r.blocked:
+            console.print(f"{c.id}: [yellow]blocked[/yellow] {b.path} (opted out)")
+    console.print(f"ingested {len(convs)} conversation(s) for {user}")
+
+
+@app.command()
+def recall(utterance: str, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA,
+           k: Optional[int] = typer.Option(5, "-k", help="How many; 0 = dynamic (the best match's subcategory).")):
+    """The stored preferences most relevant to what the user just said."""
+    mem = _memory(db, schema)
+    hits = mem.recall(utterance, user, k=None if k == 0 else k)
+    if not hits:
+        console.print("nothing stored for this user")
+    for h in hits:
+        p = h.preference
+        console.print(f"{h.score:.3f}  {p.path}  {p.attribute!r}  <- \"{p.sentence}\"")
+
+
+@app.command("opt-out")
+def opt_out(category: str, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA):
+    """Stop remembering a category (main, sub or detail; key, name or path) and purge what is stored there."""
+    mem = _memory(db, schema)
+    try:
+        purged = mem.opt_out(user, category)
+    except UnknownCategoryError as e:
+        _fail(str(e))
+    console.print(f"opted out of {mem.schema.resolve_prefix(category)}; purged {len(purged)} preference(s)")
+
+
+@app.command("opt-in")
+def opt_in(category: str, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA):
+    mem = _memory(db, schema)
+    try:
+        changed = mem.opt_in(user, category)
+    except UnknownCategoryError as e:
+        _fail(str(e))
+    console.print("opted back in" if changed else "was not opted out")
+
+
+# --- prefs ------------------------------------------------------------------------------------
+def _store(db: str):
+    from .factory import make_store
+
+    return make_store(db)
+
+
+def _print_prefs(prefs, title: str):
+    t = Table(title=title)
+    for col in ("id", "category", "attribute", "said", "conversation", "updated"):
+        t.add_column(col, overflow="fold")
+    for p in prefs:
+        t.add_row(p.id[:8], str(p.path), p.attribute, p.sentence, p.conversation_id or "", p.updated_at.strftime("%Y-%m-%d %H:%M"))
+    console.print(t)
+
+
+@prefs_app.command("list")
+def prefs_list(user: str = USER, db: str = DB, as_json: bool = typer.Option(False, "--json")):
+    prefs = _store(db).preferences(user)
+    if as_json:
+        print(json.dumps([p.model_dump(mode="json") for p in prefs], indent=2))
+    else:
+        _print_prefs(prefs, f"{len(prefs)} preference(s) stored for {user}")
+
+
+@prefs_app.command("export")
+def prefs_export(user: str = USER, db: str = DB, out: Optional[Path] = typer.Option(None, "--out", "-o")):
+    """Everything held about a user (preferences, opt-outs, audit log) as JSON."""
+    data = _store(db).export(user).model_dump_json(indent=2)
+    if out:
+        out.write_text(data)
+        console.print(f"wrote {out}")
+    else:
+        print(data)
+
+
+@prefs_app.command("delete")
+def prefs_delete(pref_id: str, user: str = USER, db: str = DB):
+    from .store.base import NotFoundError
+
+    store = _store(db)
+    matches = [p for p in store.preferences(user) if p.id.startswith(pref_id)]
+    if len(matches) != 1:
+        _fail(f"{'no' if not matches else 'ambiguous'} preference id {pref_id!r} for user {user!r}")
+    try:
+        p = store.delete(user, matches[0].id, cause="deleted by user (cli)")
+    except NotFoundError as e:
+        _fail(str(e))
+    console.print(f"deleted {p.path} = {p.attribute!r}")
+
+
+@prefs_app.command("forget")
+def prefs_forget(user: str = USER, db: str = DB, yes: bool = typer.Option(False, "--yes", help="Do not ask.")):
+    """Erase everything stored about a user; the erasure itself is recorded."""
+    if not yes and not typer.confirm(f"Erase all memory of {user}?"):
+        raise typer.Exit(1)
+    n = _store(db).forget(user, cause="user asked to be forgotten (cli)")
+    console.print(f"forgot {user}: {n} preference(s) erased")
+
+
+# --- demo -------------------------------------------------------------------------------------
+@app.command()
+def demo(db: str = typer.Option("boundmem-demo.db", "--db"), user: str = typer.Option("demo-driver", "--user"),
+         utterance: str = typer.Option("I'm hungry, where should we stop for lunch?", "--ask")):
+    """Ingest a few in-car conversations on the embedded defaults, show what was kept and why, then recall."""
+    from .conversation import render
+
+    mem = _memory(db, None)
+    mem.forget(user)
+    src = resources.files("boundmem.demo").joinpath("conversations.json")
+    with resources.as_file(src) as p:
+        convs = read_conversations(p)
+    for c in convs:
+        console.rule(f"conversation {c.id}")
+        console.print(render(c))
+        r = mem.add(c, user)
+        if not r.decisions:
+            console.print("[dim]-> nothing worth remembering[/dim]")
+        for d in r.decisions:
+            console.print(f"[green]-> {d.action}[/green] {d.candidate.path} = {d.candidate.attribute!r}")
+    console.rule("stored")
+    _print_prefs(mem.preferences(user), f"what boundmem holds about {user}")
+    console.rule(f"recall: {utterance!r}")
+    for h in mem.recall(utterance, user, k=None):
+        console.print(f"{h.score:.3f}  {h.preference.path}  {h.preference.attribute!r}  <- \"{h.preference.sentence}\"")
+
+
+# --- sub-apps that live with their code ---------------------------------------------------------
+_LAZY = {"bench": ("boundmem.bench.cli", "Reproduce the papers' experiments and measure performance."),
+         "caim": ("boundmem.caim.cli", "CAIM memory: sessions, post-thinking, recall."),
+         "serve": ("boundmem.service.cli", "HTTP API and transparency page; MCP server.")}
+
+
+def _mount() -> None:
+    for name, (mod, help_) in _LAZY.items():
+        if len(sys.argv) > 1 and sys.argv[1] != name and sys.argv[1] not in ("--help", "-h"):
+            continue
+        try:
+            sub = import_module(mod).app
+        except ImportError:
+            continue
+        app.add_typer(sub, name=name, help=help_)
+
+
+def main() -> None:
+    _mount()
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""The `Memory` facade: extract -> maintain -> store, and recall, with every stage injected."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .extract.base import Extractor
+from .maintain.base import Maintainer, enforce_multiplicity
+from .models import Candidate, Conversation, Decision, IngestResult, Preference, RecallHit, UserExport
+from .retrieve.embed import Embedder
+from .retrieve.retriever import Retriever
+from .retrieve.text import enriched_text
+from .schema.model import Schema
+from .store.base import OptedOutError, Store
+
+
+@dataclass
+class Memory:
+    """Bounded preference memory for many users.
+
+    Stages are protocols so the local (offline) and LLM implementations are interchangeable;
+    `Memory.local()` wires the embedded defaults.
+    """
+
+    schema: Schema
+    store: Store
+    extractor: Extractor
+    maintainer: Maintainer
+    embedder: Embedder
+    retriever: Retriever = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.retriever = Retriever(self.store, self.embedder)
+
+    @classmethod
+    def local(cls, db: str | Path = "boundmem.db", schema: Optional[Schema] = None) -> "Memory":
+        from .factory import build_memory
+
+        return build_memory(db=db, schema=schema)
+
+    # --- writing ------------------------------------------------------------------------
+    def user_schema(self, user: str) -> Schema:
+        return self.schema.prune(self.store.opt_outs(user))
+
+    def add(self, conversation: Conversation, user: str) -> IngestResult:
+        """Ingest one conversation in one transaction: all its decisions land, or none do."""
+        schema = self.user_schema(user)
+        candidates = self.extractor.extract(conversation, schema)
+        return self.apply(candidates, user, conversation.id, schema)
+
+    def apply(self, candidates: list[Candidate], user: str, conversation_id: Optional[str],
+              schema: Optional[Schema] = None) -> IngestResult:
+        """Maintain and store already-extracted candidates (used by `add`, and by callers with their own extractor)."""
+        schema = schema or self.user_schema(user)
+        result = IngestResult(user=user, conversation_id=conversation_id or "")
+        allowed: list[tuple[Candidate, object]] = []
+        for c in candidates:
+            if schema.allows(c.path):
+                allowed.append((c, schema.resolve(c.path)))
+            else:
+                result.blocked.append(c)
+        if not allowed:
+            return result
+        vecs = self.embedder.embed([enriched_text(ref.detail, c.attribute, c.sentence) for c, ref in allowed])
+        cause_base = f"conversation {conversation_id}" if conversation_id else "direct"
+        with self.store.transaction(user) as tx:
+            for (c, ref), vec in zip(allowed, vecs):
+                existing = tx.preferences(c.path)
+                d = enforce_multiplicity(self.maintainer.decide(c, existing, ref.detail), existing, ref.detail)
+                cause = f"{d.action} from {cause_base}: {d.reason}".strip()
+                try:
+                    if d.action in ("insert", "append"):
+                        p = tx.insert(c.path, c.attribute, c.sentence, vec, conversation_id, cause)
+                        d = d.model_copy(update={"target": p.id})
+                    elif d.action == "update":
+                        tx.replace(d.target, c.attribute, c.sentence, vec, conversation_id, cause)
+                    else:
+                        tx.note("pass", cause, d.target, {"attribute": c.attribute, "sentence": c.sentence})
+                except OptedOutError:
+                    # opted out between pruning and writing: the store's rule wins
+                    result.blocked.append(c)
+                    continue
+                result.decisions.append(d)
+        return result
+
+    # --- reading ------------------------------------------------------------------------
+    def recall(self, utterance: str, user: str, k: Optional[int] = 5) -> list[RecallHit]:
+        return self.retriever.recall(utterance, user, k, exclude_prefixes=tuple(self.store.opt_outs(user)))
+
+    def preferences(self, user: str, category: Optional[str] = None) -> list[Preference]:
+        return self.store.preferences(user, self.schema.resolve_prefix(category) if category else None)
+
+    # --- user control -------------------------------------------------------------------
+    def opt_out(self, user: str, category: str) -> list[Preference]:
+        """Stop remembering a main, sub or detail category, and purge what is held there."""
+        prefix = self.schema.resolve_prefix(category)
+        return self.store.opt_out(user, prefix, cause=f"user opted out of {prefix}")
+
+    def opt_in(self, user: str, category: str) -> bool:
+        prefix = self.schema.resolve_prefix(category)
+        return self.store.opt_in(user, prefix, cause=f"user opted back in to {prefix}")
+
+    def delete(self, user: str, preference_id: str) -> Preference:
+        return self.store.delete(user, preference_id, cause="deleted by user")
+
+    def export(self, user: str) -> UserExport:
+        return self.store.export(user)
+
+    def forget(self, user: str) -> int:
+        return self.store.forget(user, cause="user asked to be forgotten")

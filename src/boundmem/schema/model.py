@@ -1,0 +1,189 @@
+"""The category schema: the only things boundmem is allowed to remember.
+
+A schema is a three-level tree (main > sub > detail). Everything downstream (the tool
+definition an LLM is forced to call, the local extractor's prototypes, the store's
+opt-out checks) is derived from this one object, so a category that is not here cannot
+be extracted, stored or recalled.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable, Iterator
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+def slug(name: str) -> str:
+    """A stable snake_case key for a display name ("Charging Station(in public)" -> "charging_station_in_public")."""
+    s = re.sub(r"[^0-9a-zA-Z]+", "_", name.strip()).strip("_").lower()
+    return s or "_"
+
+
+class DetailCategory(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    key: str = ""
+    multiple: bool = Field(description="True if several preferences may be held at once (MP), False if only one (MNP).")
+    description: str = ""
+    attributes: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_key(cls, data):
+        if isinstance(data, dict) and not data.get("key") and data.get("name"):
+            data = {**data, "key": slug(str(data["name"]))}
+        return data
+
+
+class SubCategory(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    key: str = ""
+    description: str = ""
+    details: tuple[DetailCategory, ...]
+
+    _default_key = model_validator(mode="before")(DetailCategory._default_key.__func__)
+
+
+class MainCategory(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    key: str = ""
+    description: str = ""
+    subs: tuple[SubCategory, ...]
+
+    _default_key = model_validator(mode="before")(DetailCategory._default_key.__func__)
+
+
+class CategoryPath(BaseModel):
+    """Where a preference lives: keys of main, sub and detail category."""
+
+    model_config = ConfigDict(frozen=True)
+
+    main: str
+    sub: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.main}/{self.sub}/{self.detail}"
+
+    def within(self, prefix: str) -> bool:
+        """True if this path lies under a prefix like "main", "main/sub" or "main/sub/detail"."""
+        parts = [p for p in prefix.strip("/").split("/") if p]
+        return list((self.main, self.sub, self.detail))[: len(parts)] == parts
+
+
+class DetailRef(BaseModel):
+    """A detail category together with its ancestors, so callers need not walk the tree."""
+
+    model_config = ConfigDict(frozen=True)
+
+    main: MainCategory
+    sub: SubCategory
+    detail: DetailCategory
+
+    @property
+    def path(self) -> CategoryPath:
+        return CategoryPath(main=self.main.key, sub=self.sub.key, detail=self.detail.key)
+
+
+class UnknownCategoryError(KeyError):
+    def __str__(self) -> str:  # KeyError quotes its message; we want it readable
+        return str(self.args[0]) if self.args else "unknown category"
+
+
+class Schema(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "schema"
+    version: str = "1"
+    description: str = ""
+    mains: tuple[MainCategory, ...]
+
+    @model_validator(mode="after")
+    def _unique_keys(self):
+        seen: dict[str, str] = {}
+        for ref in self.details():
+            p = str(ref.path)
+            if p in seen:
+                raise ValueError(f"duplicate category path {p!r}")
+            seen[p] = ref.detail.name
+        for m in self.mains:
+            if not m.subs:
+                raise ValueError(f"main category {m.name!r} has no subcategories")
+            for s in m.subs:
+                if not s.details:
+                    raise ValueError(f"subcategory {m.name}/{s.name} has no detail categories")
+        return self
+
+    # --- navigation -------------------------------------------------------------------
+    def details(self) -> Iterator[DetailRef]:
+        for m in self.mains:
+            for s in m.subs:
+                for d in s.details:
+                    yield DetailRef(main=m, sub=s, detail=d)
+
+    def counts(self) -> tuple[int, int, int]:
+        return (len(self.mains), sum(len(m.subs) for m in self.mains), sum(1 for _ in self.details()))
+
+    def resolve(self, ref: str | CategoryPath) -> DetailRef:
+        """Find a detail category by path ("main/sub/detail"), by key, or by display name."""
+        if isinstance(ref, CategoryPath):
+            ref = str(ref)
+        want = ref.strip().strip("/")
+        for d in self.details():
+            if want in (str(d.path), d.detail.key, d.detail.name) or slug(want) == d.detail.key:
+                return d
+        raise UnknownCategoryError(f"unknown detail category {ref!r} in schema {self.name!r}")
+
+    def resolve_prefix(self, ref: str) -> str:
+        """Normalise a main, sub or detail reference (key, name or path) to a canonical path prefix."""
+        want = ref.strip().strip("/")
+        for m in self.mains:
+            if want in (m.key, m.name) or slug(want) == m.key:
+                return m.key
+            for s in m.subs:
+                if want in (f"{m.key}/{s.key}", s.key, s.name) or slug(want) == s.key:
+                    return f"{m.key}/{s.key}"
+        return str(self.resolve(want).path)
+
+    # --- opt-out ----------------------------------------------------------------------
+    def prune(self, opted_out: Iterable[str]) -> "Schema":
+        """The schema a user agreed to: opted-out mains, subs or details removed.
+
+        Empty parents are dropped too, because an extractor must not see a category
+        it cannot fill (the paper removes the subcategory field from its parent).
+        """
+        prefixes = [self.resolve_prefix(o) for o in opted_out]
+        if not prefixes:
+            return self
+
+        def gone(path: str) -> bool:
+            return any(path == p or path.startswith(p + "/") for p in prefixes)
+
+        mains = []
+        for m in self.mains:
+            if gone(m.key):
+                continue
+            subs = []
+            for s in m.subs:
+                sp = f"{m.key}/{s.key}"
+                if gone(sp):
+                    continue
+                ds = tuple(d for d in s.details if not gone(f"{sp}/{d.key}"))
+                if ds:
+                    subs.append(s.model_copy(update={"details": ds}))
+            if subs:
+                mains.append(m.model_copy(update={"subs": tuple(subs)}))
+        return Schema.model_construct(name=self.name, version=self.version, description=self.description, mains=tuple(mains))
+
+    def allows(self, path: CategoryPath | str) -> bool:
+        try:
+            self.resolve(str(path))
+            return True
+        except UnknownCategoryError:
+            return False

@@ -1,0 +1,105 @@
+"""The storage contract. SQLite and PostgreSQL implement it; tests/store_contract.py runs against both.
+
+Writes happen inside `transaction(user)`: one ingest = one transaction, serialised per user so
+that two writers deciding pass/update/append against the same stored preferences cannot both
+append a duplicate. Every write lands in the append-only audit log in the same transaction.
+"""
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import Optional, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..models import AuditEntry, Preference, UserExport
+from ..schema.model import CategoryPath
+
+
+class StoreError(Exception):
+    pass
+
+
+class OptedOutError(StoreError):
+    """A write into a category the user opted out of. Nothing was written."""
+
+    def __init__(self, user: str, path: CategoryPath | str, rule: str):
+        self.user, self.path, self.rule = user, str(path), rule
+        super().__init__(f"user {user!r} opted out of {rule!r}; refusing to store into {path}")
+
+
+class NotFoundError(StoreError, KeyError):
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "not found"
+
+
+@runtime_checkable
+class StoreTx(Protocol):
+    """A write transaction scoped to one user."""
+
+    user: str
+
+    def preferences(self, path: Optional[CategoryPath] = None) -> list[Preference]:
+        """The user's stored preferences (of one detail category if given), read inside the transaction."""
+
+    def insert(self, path: CategoryPath, attribute: str, sentence: str, embedding: np.ndarray,
+               conversation_id: Optional[str], cause: str) -> Preference: ...
+
+    def replace(self, pref_id: str, attribute: str, sentence: str, embedding: np.ndarray,
+                conversation_id: Optional[str], cause: str) -> Preference:
+        """Update in place (keeps the id, records before/after)."""
+
+    def delete(self, pref_id: str, cause: str) -> Preference: ...
+
+    def note(self, op: str, cause: str, preference_id: Optional[str] = None, detail: Optional[dict] = None) -> None:
+        """Record a decision that changes nothing (e.g. maintenance 'pass') in the audit log."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    def transaction(self, user: str) -> AbstractContextManager[StoreTx]: ...
+
+    def preferences(self, user: str, prefix: Optional[str] = None) -> list[Preference]:
+        """Stored preferences, optionally only under a path prefix ("main", "main/sub", "main/sub/detail")."""
+
+    def get(self, user: str, pref_id: str) -> Preference: ...
+
+    def vectors(self, user: str) -> tuple[list[Preference], np.ndarray]:
+        """All of one user's preferences and their unit-norm embeddings (rows aligned)."""
+
+    def search(self, user: str, query: np.ndarray, k: int, exclude_prefixes: tuple[str, ...] = ()) -> list[tuple[Preference, float]]:
+        """Cosine top-k among one user's preferences only."""
+
+    def delete(self, user: str, pref_id: str, cause: str) -> Preference: ...
+
+    def opt_outs(self, user: str) -> list[str]: ...
+
+    def opt_out(self, user: str, prefix: str, cause: str) -> list[Preference]:
+        """Record the opt-out and purge what is stored under it (audited); returns what was purged."""
+
+    def opt_in(self, user: str, prefix: str, cause: str) -> bool: ...
+
+    def audit(self, user: str) -> list[AuditEntry]: ...
+
+    def export(self, user: str) -> UserExport: ...
+
+    def forget(self, user: str, cause: str) -> int:
+        """Erase the user's content (preferences, opt-outs, audit payloads); record that the erasure happened."""
+
+    def users(self) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+def blocking_rule(opt_outs: list[str], path: CategoryPath | str) -> Optional[str]:
+    """The opt-out rule that covers a path, if any."""
+    p = str(path)
+    for rule in opt_outs:
+        if p == rule or p.startswith(rule + "/"):
+            return rule
+    return None
+
+
+def unit(v: np.ndarray) -> np.ndarray:
+    v = np.asarray(v, dtype=np.float32).reshape(-1)
+    n = float(np.linalg.norm(v))
+    return v / n if n > 0 else v
