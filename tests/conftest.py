@@ -1,0 +1,51 @@
+"""Shared fixtures. Heavy things (the MiniLM model) are created once per test session."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("BOUNDMEM_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not (SHARED_DATA / "carmem" / "dataset.jsonl").exists():
+        pytest.skip(f"shared data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def schema():
+    from boundmem.schema import builtin_schema
+
+    return builtin_schema()
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real bundled MiniLM, loaded once for the whole run."""
+    from boundmem.retrieve.embed import MiniLMEmbedder
+
+    return MiniLMEmbedder()
+
+
+@pytest.fixture()
+def hash_embedder():
+    from boundmem.retrieve.embed import HashEmbedder
+
+    return HashEmbedder()
+
+
+@pytest.fixture()
+def sqlite_store(tmp_path):
+    from boundmem.store.sqlite import SQLiteStore
+
+    s = SQLiteStore(tmp_path / "mem.db")
+    yield s
+    s.close()
