@@ -27,6 +27,8 @@ err = Console(stderr=True)
 DB = typer.Option(os.environ.get("BOUNDMEM_DB", "boundmem.db"), "--db", help="SQLite file or postgresql:// URL (env BOUNDMEM_DB).")
 SCHEMA = typer.Option(None, "--schema", help="Schema file (.yaml or CarMem .csv); default: built-in in-car schema.")
 USER = typer.Option(..., "--user", "-u", help="User id.")
+EMBEDDER = typer.Option(os.environ.get("BOUNDMEM_EMBEDDER", "minilm"), "--embedder",
+                        help="minilm | openai | hash (env BOUNDMEM_EMBEDDER); must match what the store was filled with.")
 
 
 def _fail(msg: str, code: int = 2):
@@ -86,13 +88,13 @@ def schema_validate(path: Path):
 @app.command()
 def ingest(file: Path, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA,
            extractor: str = typer.Option("local", help="local | keyword | llm"),
-           maintainer: str = typer.Option("local", help="local | rules | llm")):
+           maintainer: str = typer.Option("local", help="local | rules | llm"), embedder: str = EMBEDDER):
     """Extract and store the preferences in a conversation file (.json or .jsonl). Bad files store nothing."""
     try:
         convs = read_conversations(file)
     except ConversationFileError as e:
         _fail(str(e))
-    mem = _memory(db, schema, extractor, maintainer)
+    mem = _memory(db, schema, extractor, maintainer, embedder)
     for c in convs:
         r = mem.add(c, user)
         for d in r.decisions:
@@ -104,9 +106,10 @@ def ingest(file: Path, user: str = USER, db: str = DB, schema: Optional[Path] = 
 
 @app.command()
 def recall(utterance: str, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA,
-           k: Optional[int] = typer.Option(5, "-k", help="How many; 0 = dynamic (the best match's subcategory).")):
+           k: Optional[int] = typer.Option(5, "-k", help="How many; 0 = dynamic (the best match's subcategory)."),
+           embedder: str = EMBEDDER):
     """The stored preferences most relevant to what the user just said."""
-    mem = _memory(db, schema)
+    mem = _memory(db, schema, embedder=embedder)
     hits = mem.recall(utterance, user, k=None if k == 0 else k)
     if not hits:
         console.print("nothing stored for this user")

@@ -13,11 +13,15 @@ def make_embedder(name: str = "minilm"):
         from .retrieve.embed import MiniLMEmbedder
 
         return MiniLMEmbedder()
+    if name == "hash":
+        from .retrieve.embed import HashEmbedder
+
+        return HashEmbedder()
     if name == "openai":
         from .retrieve.openai_embed import OpenAIEmbedder  # type: ignore[import-not-found]
 
         return OpenAIEmbedder()
-    raise ValueError(f"unknown embedder {name!r} (choose minilm or openai)")
+    raise ValueError(f"unknown embedder {name!r} (choose minilm, openai or hash)")
 
 
 def make_extractor(name: str = "local", embedder=None):

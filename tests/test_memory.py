@@ -1,0 +1,122 @@
+"""The Memory facade: one transaction per ingest, maintenance applied, opt-outs enforced at storage, isolation."""
+from __future__ import annotations
+
+import pytest
+
+from boundmem import Candidate, CategoryPath, Conversation, Memory, Turn
+from boundmem.maintain.rules import RuleMaintainer
+from boundmem.store.sqlite import SQLiteStore
+
+CUISINE = CategoryPath(main="points_of_interest", sub="restaurant", detail="favorite_cuisine")
+TEMP = CategoryPath(main="vehicle_settings_and_comfort", sub="climate_control", detail="preferred_temperature")
+
+
+class ScriptedExtractor:
+    """Returns whatever the test says, ignoring the schema: so the facade's own guards are what is tested."""
+
+    def __init__(self):
+        self.next: list[Candidate] = []
+        self.seen_schemas = []
+
+    def extract(self, conversation, schema):
+        self.seen_schemas.append(schema)
+        return list(self.next)
+
+
+class ExplodingMaintainer(RuleMaintainer):
+    def __init__(self, after: int):
+        self.after, self.calls = after, 0
+
+    def decide(self, candidate, existing, detail):
+        self.calls += 1
+        if self.calls > self.after:
+            raise RuntimeError("maintainer crashed")
+        return super().decide(candidate, existing, detail)
+
+
+def conv(cid="c1", text="hello"):
+    return Conversation(id=cid, turns=(Turn(role="user", text=text),))
+
+
+@pytest.fixture()
+def mem(tmp_path, schema, hash_embedder):
+    m = Memory(schema=schema, store=SQLiteStore(tmp_path / "m.db"), extractor=ScriptedExtractor(),
+               maintainer=RuleMaintainer(), embedder=hash_embedder)
+    yield m
+    m.store.close()
+
+
+def test_insert_pass_append_update(mem):
+    mem.extractor.next = [Candidate(path=CUISINE, attribute="Italian", sentence="I love Italian food")]
+    assert [d.action for d in mem.add(conv("c1"), "u").decisions] == ["insert"]
+    assert [d.action for d in mem.add(conv("c2"), "u").decisions] == ["pass"]
+    mem.extractor.next = [Candidate(path=CUISINE, attribute="Mexican", sentence="Mexican is great too")]
+    assert [d.action for d in mem.add(conv("c3"), "u").decisions] == ["append"]  # multi-preference category
+    assert sorted(p.attribute for p in mem.preferences("u")) == ["Italian", "Mexican"]
+    mem.extractor.next = [Candidate(path=TEMP, attribute="21", sentence="21 degrees please, always")]
+    mem.add(conv("c4"), "u")
+    mem.extractor.next = [Candidate(path=TEMP, attribute="19", sentence="Make it 19 from now on")]
+    assert [d.action for d in mem.add(conv("c5"), "u").decisions] == ["update"]  # single-preference: never append
+    temps = mem.preferences("u", "Climate Control")
+    assert [(p.attribute, p.conversation_id) for p in temps] == [("19", "c5")]
+    ops = [(a.op, a.cause.split(" ")[0]) for a in mem.store.audit("u")]
+    assert ops == [("insert", "insert"), ("pass", "pass"), ("insert", "append"), ("insert", "insert"), ("update", "update")]
+    upd = mem.store.audit("u")[-1]
+    assert upd.before["attribute"] == "21" and upd.after["attribute"] == "19"
+
+
+def test_opted_out_category_is_pruned_for_extractor_and_blocked_at_storage(mem):
+    mem.extractor.next = [Candidate(path=CUISINE, attribute="Italian", sentence="I love Italian food")]
+    mem.add(conv("c1"), "u")
+    purged = mem.opt_out("u", "Restaurant")
+    assert [p.attribute for p in purged] == ["Italian"] and mem.preferences("u") == []
+    # a leaky extractor still cannot get the category stored
+    r = mem.add(conv("c2"), "u")
+    assert r.decisions == [] and [c.attribute for c in r.blocked] == ["Italian"]
+    assert not mem.extractor.seen_schemas[-1].allows(CUISINE)
+    assert mem.preferences("u") == [] and mem.recall("italian food", "u") == []
+    assert mem.store.opt_outs("u") == ["points_of_interest/restaurant"]
+    # another user is unaffected
+    mem.add(conv("c3"), "v")
+    assert [p.attribute for p in mem.preferences("v")] == ["Italian"]
+
+
+def test_failed_ingest_stores_nothing(tmp_path, schema, hash_embedder):
+    m = Memory(schema=schema, store=SQLiteStore(tmp_path / "m.db"), extractor=ScriptedExtractor(),
+               maintainer=ExplodingMaintainer(after=1), embedder=hash_embedder)
+    m.extractor.next = [Candidate(path=CUISINE, attribute="Italian", sentence="Italian"),
+                        Candidate(path=TEMP, attribute="21", sentence="21 degrees")]
+    with pytest.raises(RuntimeError):
+        m.add(conv(), "u")
+    assert m.preferences("u") == [] and m.store.audit("u") == []
+
+
+def test_recall_sees_only_own_user(mem):
+    mem.extractor.next = [Candidate(path=CUISINE, attribute="Italian", sentence="I love Italian food")]
+    mem.add(conv("c1"), "alice")
+    mem.extractor.next = [Candidate(path=TEMP, attribute="21", sentence="I like 21 degrees")]
+    mem.add(conv("c2"), "bob")
+    assert {h.preference.user for h in mem.recall("italian food and 21 degrees", "bob", k=10)} == {"bob"}
+    assert mem.recall("anything", "carol") == []
+
+
+def test_forget_and_export(mem):
+    mem.extractor.next = [Candidate(path=CUISINE, attribute="Italian", sentence="I love Italian food")]
+    mem.add(conv("c1"), "u")
+    exp = mem.export("u")
+    assert [p.attribute for p in exp.preferences] == ["Italian"] and exp.audit[0].op == "insert"
+    assert mem.forget("u") == 1
+    exp = mem.export("u")
+    assert exp.preferences == [] and "Italian" not in exp.model_dump_json()
+    assert exp.audit[-1].op == "forget"
+
+
+def test_delete_other_users_preference_fails(mem):
+    from boundmem.store.base import NotFoundError
+
+    mem.extractor.next = [Candidate(path=CUISINE, attribute="Italian", sentence="I love Italian food")]
+    mem.add(conv("c1"), "alice")
+    pid = mem.preferences("alice")[0].id
+    with pytest.raises(NotFoundError):
+        mem.delete("bob", pid)
+    assert len(mem.preferences("alice")) == 1
