@@ -1,0 +1,22 @@
+"""The perf harness runs on tiny sizes and reports what it measured (numbers themselves are not asserted)."""
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from boundmem.cli import app, _mount
+
+
+def test_perf_harness_store_only(tmp_path):
+    _mount()
+    out = tmp_path / "perf"
+    r = CliRunner().invoke(app, ["bench", "perf", "--skip-models", "--users", "20,60", "--queries", "15",
+                                 "--writers", "0", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    res = json.loads((out / "results.json").read_text())
+    rows = res["recall_scaling"]["sqlite"]
+    assert [x["users"] for x in rows] == [20, 60] and [x["preferences"] for x in rows] == [200, 600]
+    assert all(0 < x["p50_ms"] <= x["p99_ms"] for x in rows)
+    assert (out / "recall_latency.png").stat().st_size > 1000
+    assert "| 60 | 600 |" in (out / "report.md").read_text()
