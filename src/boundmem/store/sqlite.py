@@ -2,10 +2,15 @@
 
 Vector search is numpy over one user's rows: a user holds tens of preferences, so loading
 them by an indexed user column and taking a dot product is faster than any ANN index.
+
+Durability: WAL with synchronous=NORMAL. A crash of the process (kill -9) never loses or
+half-applies a committed transaction; a power cut may roll back the last few commits, but the
+file stays consistent (tests/store/test_store_crash.py).
 """
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import uuid
@@ -17,7 +22,7 @@ import numpy as np
 
 from ..models import AuditEntry, Preference, UserExport, utcnow
 from ..schema.model import CategoryPath
-from .base import NotFoundError, OptedOutError, blocking_rule, unit
+from .base import NotFoundError, OptedOutError, StoreError, blocking_rule, unit
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, created_at TEXT NOT NULL);
@@ -32,9 +37,16 @@ CREATE TABLE IF NOT EXISTS audit (
   before TEXT, after TEXT, cause TEXT NOT NULL, at TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS audit_user ON audit(user, seq);
 CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit BEGIN SELECT RAISE(ABORT, 'audit log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS audit_erase_only BEFORE UPDATE ON audit
+  WHEN NEW.seq IS NOT OLD.seq OR NEW.user IS NOT OLD.user OR NEW.op IS NOT OLD.op
+    OR NEW.preference_id IS NOT OLD.preference_id OR NEW.at IS NOT OLD.at
+    OR NEW.before IS NOT NULL OR NEW.after IS NOT NULL OR NEW.cause IS NOT 'erased'
+  BEGIN SELECT RAISE(ABORT, 'audit log is append-only: an entry can only be erased (forget), not rewritten'); END;
 """
 
 _COLS = "id, user, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at"
+# created_at alone ties when two rows land in the same microsecond; rowid keeps insertion order
+_ORDER = "ORDER BY created_at, rowid"
 
 
 def _row_to_pref(r) -> Preference:
@@ -42,14 +54,44 @@ def _row_to_pref(r) -> Preference:
                       sentence=r[6], conversation_id=r[7], created_at=r[8], updated_at=r[9])
 
 
-def _public(p: Preference) -> dict:
+def public(p: Preference) -> dict:
+    """The audit log's before/after image of a preference (JSON-safe)."""
     return p.model_dump(mode="json")
+
+
+def prepare_embedding(v: np.ndarray) -> np.ndarray:
+    """A finite, non-empty 1-D vector scaled to unit norm; anything else is bad input, refused before a write."""
+    a = np.asarray(v, dtype=np.float32)
+    if a.ndim != 1 and not (a.ndim == 2 and 1 in a.shape):
+        raise ValueError(f"embedding must be one vector, got an array of shape {a.shape}")
+    a = a.reshape(-1)
+    if a.size == 0:
+        raise ValueError("embedding is empty")
+    if not np.all(np.isfinite(a)):
+        raise ValueError("embedding contains NaN or infinite values")
+    return unit(a)
+
+
+def dim_mismatch(user: str, stored: int, got: int) -> StoreError:
+    return StoreError(f"user {user!r} holds {stored}-d embeddings but got a {got}-d vector: the memory was "
+                      f"filled with a different embedder; use the same one (or forget the user and re-ingest)")
+
+
+def stack(user: str, vecs: list[np.ndarray]) -> np.ndarray:
+    if not vecs:
+        return np.zeros((0, 0), np.float32)
+    dims = {len(v) for v in vecs}
+    if len(dims) > 1:
+        raise StoreError(f"user {user!r} holds embeddings of several dimensions {sorted(dims)}; "
+                         "they were written by different embedders")
+    return np.vstack(vecs).astype(np.float32, copy=False)
 
 
 class _Tx:
     def __init__(self, store: "SQLiteStore", con: sqlite3.Connection, user: str):
         self.store, self.con, self.user = store, con, user
         self._opt = [r[0] for r in con.execute("SELECT prefix FROM opt_outs WHERE user=?", (user,))]
+        self._dim: Optional[int] = None
 
     def _audit(self, op: str, pref_id: Optional[str], before, after, cause: str) -> None:
         self.con.execute("INSERT INTO audit(user, op, preference_id, before, after, cause, at) VALUES (?,?,?,?,?,?,?)",
@@ -58,10 +100,10 @@ class _Tx:
 
     def preferences(self, path: Optional[CategoryPath] = None) -> list[Preference]:
         if path is None:
-            rows = self.con.execute(f"SELECT {_COLS} FROM preferences WHERE user=? ORDER BY created_at, id", (self.user,))
+            rows = self.con.execute(f"SELECT {_COLS} FROM preferences WHERE user=? {_ORDER}", (self.user,))
         else:
             rows = self.con.execute(f"SELECT {_COLS} FROM preferences WHERE user=? AND main=? AND sub=? AND detail=? "
-                                    "ORDER BY created_at, id", (self.user, path.main, path.sub, path.detail))
+                                    f"{_ORDER}", (self.user, path.main, path.sub, path.detail))
         return [_row_to_pref(r) for r in rows]
 
     def _get(self, pref_id: str) -> Preference:
@@ -75,31 +117,44 @@ class _Tx:
         if rule:
             raise OptedOutError(self.user, path, rule)
 
+    def _vector(self, embedding: np.ndarray, replacing: Optional[str] = None) -> bytes:
+        v = prepare_embedding(embedding)
+        if self._dim is None:
+            r = self.con.execute("SELECT length(embedding) FROM preferences WHERE user=? AND id IS NOT ? LIMIT 1",
+                                 (self.user, replacing)).fetchone()
+            self._dim = r[0] // 4 if r else None
+        if self._dim is not None and self._dim != len(v):
+            raise dim_mismatch(self.user, self._dim, len(v))
+        self._dim = len(v)
+        return v.tobytes()
+
     def insert(self, path, attribute, sentence, embedding, conversation_id, cause) -> Preference:
         self._check(path)
+        vec = self._vector(embedding)
         now = utcnow().isoformat()
         pid = uuid.uuid4().hex
         self.con.execute(f"INSERT INTO preferences({_COLS}, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                          (pid, self.user, path.main, path.sub, path.detail, attribute, sentence, conversation_id,
-                          now, now, unit(embedding).tobytes()))
+                          now, now, vec))
         p = self._get(pid)
-        self._audit("insert", pid, None, _public(p), cause)
+        self._audit("insert", pid, None, public(p), cause)
         return p
 
     def replace(self, pref_id, attribute, sentence, embedding, conversation_id, cause) -> Preference:
         before = self._get(pref_id)
         self._check(before.path)
+        vec = self._vector(embedding, replacing=pref_id)
         self.con.execute("UPDATE preferences SET attribute=?, sentence=?, conversation_id=?, updated_at=?, embedding=? "
                          "WHERE id=? AND user=?", (attribute, sentence, conversation_id, utcnow().isoformat(),
-                                                   unit(embedding).tobytes(), pref_id, self.user))
+                                                   vec, pref_id, self.user))
         after = self._get(pref_id)
-        self._audit("update", pref_id, _public(before), _public(after), cause)
+        self._audit("update", pref_id, public(before), public(after), cause)
         return after
 
     def delete(self, pref_id, cause) -> Preference:
         before = self._get(pref_id)
         self.con.execute("DELETE FROM preferences WHERE id=? AND user=?", (pref_id, self.user))
-        self._audit("delete", pref_id, _public(before), None, cause)
+        self._audit("delete", pref_id, public(before), None, cause)
         return before
 
     def note(self, op, cause, preference_id=None, detail=None) -> None:
@@ -107,42 +162,75 @@ class _Tx:
 
 
 class SQLiteStore:
-    """A Store on one SQLite file. Safe to share between threads and processes."""
+    """A Store on one SQLite file. Safe to share between threads; each process opens its own.
+
+    Connections are per thread (sqlite3 objects must not be used by two threads at once) and
+    per process: a connection inherited through fork() is abandoned, never used or closed, since
+    SQLite forbids carrying an open connection across fork. ":memory:" is one private database
+    shared by all threads of this object through a single connection under a lock.
+    """
 
     def __init__(self, path: str | Path = "boundmem.db", timeout: float = 60.0):
         self.path = str(path)
-        if self.path != ":memory:":
+        self.memory = self.path == ":memory:"
+        if not self.memory:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.timeout = timeout
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        con = self._con()
-        con.executescript(_DDL)
+        self._mem_lock = threading.RLock()  # serialises use of the one :memory: connection
+        self._shared: Optional[sqlite3.Connection] = None
+        self._pid = os.getpid()
+        with self._use() as con:
+            con.executescript(_DDL)
+
+    def _open(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
+        if not self.memory:
+            con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=NORMAL")
+        con.execute("PRAGMA foreign_keys=ON")
+        with self._lock:
+            self._all.append(con)
+        return con
 
     def _con(self) -> sqlite3.Connection:
+        if self._pid != os.getpid():  # forked: start afresh, leave the parent's connections alone
+            self._pid, self._local, self._all, self._shared = os.getpid(), threading.local(), [], None
+        if self.memory:
+            if self._shared is None:
+                self._shared = self._open()
+            return self._shared
         con = getattr(self._local, "con", None)
         if con is None:
-            con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA synchronous=NORMAL")
-            con.execute("PRAGMA foreign_keys=ON")
-            self._local.con = con
-            with self._lock:
-                self._all.append(con)
+            con = self._local.con = self._open()
         return con
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        con = self._con()
-        con.execute("BEGIN IMMEDIATE")
-        try:
-            yield con
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+    def _use(self) -> Iterator[sqlite3.Connection]:
+        if self.memory:
+            with self._mem_lock:
+                yield self._con()
         else:
-            con.execute("COMMIT")
+            yield self._con()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._use() as con:
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                yield con
+            except BaseException:
+                if con.in_transaction:  # an error inside SQLite may already have rolled back
+                    con.execute("ROLLBACK")
+                raise
+            try:
+                con.execute("COMMIT")
+            except BaseException:
+                if con.in_transaction:  # never leave the thread's connection stuck in a transaction
+                    con.execute("ROLLBACK")
+                raise
 
     @contextmanager
     def transaction(self, user: str) -> Iterator[_Tx]:
@@ -152,22 +240,23 @@ class SQLiteStore:
 
     # --- reads --------------------------------------------------------------------------
     def preferences(self, user: str, prefix: Optional[str] = None) -> list[Preference]:
-        rows = self._con().execute(f"SELECT {_COLS} FROM preferences WHERE user=? ORDER BY created_at, id", (user,))
+        with self._use() as con:
+            rows = con.execute(f"SELECT {_COLS} FROM preferences WHERE user=? {_ORDER}", (user,)).fetchall()
         prefs = [_row_to_pref(r) for r in rows]
         return [p for p in prefs if prefix is None or p.path.within(prefix)]
 
     def get(self, user: str, pref_id: str) -> Preference:
-        r = self._con().execute(f"SELECT {_COLS} FROM preferences WHERE id=? AND user=?", (pref_id, user)).fetchone()
+        with self._use() as con:
+            r = con.execute(f"SELECT {_COLS} FROM preferences WHERE id=? AND user=?", (pref_id, user)).fetchone()
         if r is None:
             raise NotFoundError(f"no preference {pref_id!r} for user {user!r}")
         return _row_to_pref(r)
 
     def vectors(self, user: str) -> tuple[list[Preference], np.ndarray]:
-        rows = self._con().execute(f"SELECT {_COLS}, embedding FROM preferences WHERE user=? ORDER BY created_at, id",
-                                   (user,)).fetchall()
+        with self._use() as con:
+            rows = con.execute(f"SELECT {_COLS}, embedding FROM preferences WHERE user=? {_ORDER}", (user,)).fetchall()
         prefs = [_row_to_pref(r) for r in rows]
-        mat = np.vstack([np.frombuffer(r[10], dtype=np.float32) for r in rows]) if rows else np.zeros((0, 0), np.float32)
-        return prefs, mat
+        return prefs, stack(user, [np.frombuffer(r[10], dtype=np.float32) for r in rows])
 
     def search(self, user, query, k, exclude_prefixes=()) -> list[tuple[Preference, float]]:
         prefs, mat = self.vectors(user)
@@ -176,30 +265,36 @@ class SQLiteStore:
         keep = [i for i, p in enumerate(prefs) if not any(p.path.within(x) for x in exclude_prefixes)]
         if not keep:
             return []
-        scores = mat[keep] @ unit(query)
+        q = unit(query)
+        if mat.shape[1] != len(q):
+            raise dim_mismatch(user, mat.shape[1], len(q))
+        scores = mat[keep] @ q
         order = np.argsort(-scores, kind="stable")[:k]
         return [(prefs[keep[i]], float(scores[i])) for i in order]
 
     def opt_outs(self, user: str) -> list[str]:
-        return [r[0] for r in self._con().execute("SELECT prefix FROM opt_outs WHERE user=? ORDER BY prefix", (user,))]
+        with self._use() as con:
+            return [r[0] for r in con.execute("SELECT prefix FROM opt_outs WHERE user=? ORDER BY prefix", (user,))]
 
     def audit(self, user: str) -> list[AuditEntry]:
-        rows = self._con().execute("SELECT seq, user, op, preference_id, before, after, cause, at FROM audit "
-                                   "WHERE user=? ORDER BY seq", (user,))
+        with self._use() as con:
+            rows = con.execute("SELECT seq, user, op, preference_id, before, after, cause, at FROM audit "
+                               "WHERE user=? ORDER BY seq", (user,)).fetchall()
         return [AuditEntry(seq=r[0], user=r[1], op=r[2], preference_id=r[3], before=json.loads(r[4]) if r[4] else None,
                            after=json.loads(r[5]) if r[5] else None, cause=r[6], at=r[7]) for r in rows]
 
     def users(self) -> list[str]:
-        return [r[0] for r in self._con().execute("SELECT id FROM users ORDER BY id")]
+        with self._use() as con:
+            return [r[0] for r in con.execute("SELECT id FROM users ORDER BY id")]
 
     def export(self, user: str) -> UserExport:
-        con = self._con()
-        con.execute("BEGIN")  # one consistent snapshot
-        try:
-            return UserExport(user=user, exported_at=utcnow(), opt_outs=self.opt_outs(user),
-                              preferences=self.preferences(user), audit=self.audit(user))
-        finally:
-            con.execute("COMMIT")
+        with self._use() as con:
+            con.execute("BEGIN")  # one consistent snapshot across the three reads
+            try:
+                return UserExport(user=user, exported_at=utcnow(), opt_outs=self.opt_outs(user),
+                                  preferences=self.preferences(user), audit=self.audit(user))
+            finally:
+                con.execute("COMMIT")
 
     # --- writes outside ingest ----------------------------------------------------------
     def delete(self, user: str, pref_id: str, cause: str) -> Preference:
@@ -226,7 +321,8 @@ class SQLiteStore:
         with self._write() as con:
             n = con.execute("DELETE FROM preferences WHERE user=?", (user,)).rowcount
             con.execute("DELETE FROM opt_outs WHERE user=?", (user,))
-            # the log stays append-only in shape, but the erased content must not survive in it
+            # the log stays append-only in shape (the audit_erase_only trigger allows exactly this
+            # update), but the erased content must not survive in it
             con.execute("UPDATE audit SET before=NULL, after=NULL, cause='erased' WHERE user=?", (user,))
             con.execute("INSERT INTO audit(user, op, preference_id, before, after, cause, at) VALUES (?,?,?,?,?,?,?)",
                         (user, "forget", None, None, json.dumps({"preferences_erased": n}), cause, utcnow().isoformat()))
@@ -234,10 +330,11 @@ class SQLiteStore:
 
     def close(self) -> None:
         with self._lock:
-            for c in self._all:
+            conns, self._all = self._all, []
+        if self._pid == os.getpid():
+            for c in conns:
                 try:
                     c.close()
                 except Exception:
                     pass
-            self._all.clear()
-        self._local = threading.local()
+        self._local, self._shared = threading.local(), None
