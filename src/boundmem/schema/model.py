@@ -106,6 +106,8 @@ class Schema(BaseModel):
 
     @model_validator(mode="after")
     def _unique_keys(self):
+        if not self.mains:
+            raise ValueError("schema defines no categories")
         seen: dict[str, str] = {}
         for ref in self.details():
             p = str(ref.path)
