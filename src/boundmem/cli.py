@@ -146,22 +146,34 @@ def _store(db: str):
     return make_store(db)
 
 
-def _print_prefs(prefs, title: str):
+def _label(schema, path) -> str:
+    try:
+        ref = schema.resolve(path)
+        return f"{ref.sub.name} > {ref.detail.name}"
+    except Exception:  # a preference from another schema version still gets shown
+        return str(path)
+
+
+def _print_prefs(prefs, title: str, schema=None):
+    schema = schema or builtin_schema()
     t = Table(title=title)
     for col in ("id", "category", "attribute", "said", "conversation", "updated"):
         t.add_column(col, overflow="fold")
     for p in prefs:
-        t.add_row(p.id[:8], str(p.path), p.attribute, p.sentence, p.conversation_id or "", p.updated_at.strftime("%Y-%m-%d %H:%M"))
+        t.add_row(p.id[:8], _label(schema, p.path), p.attribute, p.sentence, p.conversation_id or "",
+                  p.updated_at.strftime("%Y-%m-%d %H:%M"))
     console.print(t)
 
 
 @prefs_app.command("list")
-def prefs_list(user: str = USER, db: str = DB, as_json: bool = typer.Option(False, "--json")):
+def prefs_list(user: str = USER, db: str = DB, as_json: bool = typer.Option(False, "--json"),
+               schema: Optional[Path] = SCHEMA):
+    """Every stored preference with the sentence it came from."""
     prefs = _store(db).preferences(user)
     if as_json:
         print(json.dumps([p.model_dump(mode="json") for p in prefs], indent=2))
     else:
-        _print_prefs(prefs, f"{len(prefs)} preference(s) stored for {user}")
+        _print_prefs(prefs, f"{len(prefs)} preference(s) stored for {user}", _schema(schema))
 
 
 @prefs_app.command("export")
@@ -220,10 +232,11 @@ def demo(db: str = typer.Option("boundmem-demo.db", "--db"), user: str = typer.O
         for d in r.decisions:
             console.print(f"[green]-> {d.action}[/green] {d.candidate.path} = {d.candidate.attribute!r}")
     console.rule("stored")
-    _print_prefs(mem.preferences(user), f"what boundmem holds about {user}")
+    _print_prefs(mem.preferences(user), f"what boundmem holds about {user}", mem.schema)
     console.rule(f"recall: {utterance!r}")
     for h in mem.recall(utterance, user, k=None):
-        console.print(f"{h.score:.3f}  {h.preference.path}  {h.preference.attribute!r}  <- \"{h.preference.sentence}\"")
+        console.print(f"{h.score:.3f}  {_label(mem.schema, h.preference.path)}: {h.preference.attribute!r}"
+                      f"  <- \"{h.preference.sentence}\"")
 
 
 # --- sub-apps that live with their code ---------------------------------------------------------
