@@ -1,0 +1,184 @@
+// The transparency page: talks only to boundmem's own API with the key the user typed (or passed in the
+// URL fragment, which browsers never send to the server). All stored text is inserted with textContent:
+// a remembered sentence is user input and must never become markup.
+"use strict";
+
+const state = { key: "", user: "", schema: null, optOuts: [] };
+const $ = (id) => document.getElementById(id);
+
+function setStatus(text, isError) {
+  const s = $("status");
+  s.textContent = text;
+  s.className = isError ? "error" : "";
+}
+
+async function api(method, path, body) {
+  const headers = { Authorization: "Bearer " + state.key, Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  let data = null;
+  try { data = await r.json(); } catch (_) { /* empty body */ }
+  if (!r.ok) {
+    const msg = (data && (data.message || (typeof data.detail === "string" ? data.detail : JSON.stringify(data.detail)))) || r.statusText;
+    throw new Error(r.status + ": " + msg);
+  }
+  return data;
+}
+
+const userPath = () => "/v1/users/" + encodeURIComponent(state.user);
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v;
+    else if (k.startsWith("data-")) e.setAttribute(k, v);
+    else e[k] = v;
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+function fmtTime(iso) {
+  const d = new Date(iso);
+  return isNaN(d) ? iso : d.toLocaleString();
+}
+
+function renderPreferences(prefs) {
+  const body = $("prefs").querySelector("tbody");
+  body.replaceChildren();
+  for (const p of prefs) {
+    const del = el("button", { type: "button", class: "delete", title: "Delete this preference" }, "Delete");
+    del.addEventListener("click", () => deletePreference(p, del));
+    body.append(el("tr", { "data-id": p.id, "data-path": p.path.main + "/" + p.path.sub + "/" + p.path.detail },
+      el("td", { class: "category" }, p.category),
+      el("td", { class: "attribute" }, p.attribute),
+      el("td", { class: "sentence" }, p.sentence ? "\u201c" + p.sentence + "\u201d" : ""),
+      el("td", { class: "when", title: p.conversation_id ? "from conversation " + p.conversation_id : "" }, fmtTime(p.updated_at)),
+      el("td", {}, del)));
+  }
+  $("prefs").hidden = prefs.length === 0;
+  $("empty").hidden = prefs.length !== 0;
+  $("count").textContent = "(" + prefs.length + ")";
+}
+
+// the opt-out rule covering a category prefix, if any (a rule on a parent covers its children)
+function coveringRule(prefix) {
+  return state.optOuts.find((r) => prefix === r || prefix.startsWith(r + "/"));
+}
+
+function categoryBox(prefix, name, level) {
+  const rule = coveringRule(prefix);
+  const box = el("input", { type: "checkbox", checked: !rule, disabled: !!rule && rule !== prefix, "data-category": prefix });
+  box.addEventListener("change", () => toggleCategory(prefix, name, box));
+  const label = el("label", { class: "cat " + level, title: prefix }, box, name);
+  if (rule && rule !== prefix) label.append(el("span", { class: "why" }, "(off with " + rule + ")"));
+  return label;
+}
+
+function renderCategories() {
+  const root = $("categories");
+  root.replaceChildren();
+  for (const m of state.schema.mains) {
+    const fs = el("fieldset", {}, el("legend", {}, categoryBox(m.key, m.name, "main")));
+    const subs = el("ul");
+    for (const s of m.subs) {
+      const sp = m.key + "/" + s.key;
+      const details = el("ul");
+      for (const d of s.details) details.append(el("li", {}, categoryBox(sp + "/" + d.key, d.name, "detail")));
+      subs.append(el("li", {}, categoryBox(sp, s.name, "sub"), details));
+    }
+    fs.append(subs);
+    root.append(fs);
+  }
+}
+
+async function refresh() {
+  const [prefs, outs] = await Promise.all([api("GET", userPath() + "/preferences"), api("GET", userPath() + "/opt-outs")]);
+  state.optOuts = outs.opt_outs;
+  renderPreferences(prefs.preferences);
+  renderCategories();
+}
+
+async function load() {
+  state.key = $("key").value.trim();
+  state.user = $("user").value.trim();
+  if (!state.key || !state.user) { setStatus("Enter your API key and user id.", true); return; }
+  setStatus("Loading\u2026");
+  try {
+    state.schema = await api("GET", "/v1/schema");
+    await refresh();
+    $("memory").hidden = false;
+    setStatus("Showing what is stored for " + state.user + ".");
+  } catch (e) {
+    $("memory").hidden = true;
+    setStatus("Could not load: " + e.message, true);
+  }
+}
+
+async function deletePreference(p, button) {
+  button.disabled = true;
+  try {
+    await api("DELETE", userPath() + "/preferences/" + encodeURIComponent(p.id));
+    await refresh();
+    setStatus("Deleted \u201c" + p.attribute + "\u201d (" + p.category + ").");
+  } catch (e) {
+    button.disabled = false;
+    setStatus("Could not delete: " + e.message, true);
+  }
+}
+
+async function toggleCategory(prefix, name, box) {
+  box.disabled = true;
+  try {
+    const path = userPath() + "/opt-outs/" + prefix.split("/").map(encodeURIComponent).join("/");
+    if (box.checked) {
+      await api("DELETE", path);
+      setStatus(name + " may be remembered again.");
+    } else {
+      const r = await api("PUT", path);
+      setStatus(name + " will not be remembered; erased " + r.purged.length + " stored preference(s).");
+    }
+    await refresh();
+  } catch (e) {
+    box.checked = !box.checked;
+    box.disabled = false;
+    setStatus("Could not change " + name + ": " + e.message, true);
+  }
+}
+
+async function downloadExport() {
+  try {
+    const data = await api("GET", userPath() + "/export");
+    const url = URL.createObjectURL(new Blob([JSON.stringify(data, null, 2)], { type: "application/json" }));
+    const a = el("a", { href: url, download: "boundmem-" + state.user + ".json" });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 1000);
+  } catch (e) {
+    setStatus("Could not export: " + e.message, true);
+  }
+}
+
+async function forgetMe() {
+  if (!window.confirm("Erase everything stored about " + state.user + "? This cannot be undone.")) return;
+  try {
+    const r = await api("DELETE", userPath());
+    await refresh();
+    setStatus("Forgotten: " + r.erased + " preference(s) erased.");
+  } catch (e) {
+    setStatus("Could not forget: " + e.message, true);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("connect").addEventListener("submit", (ev) => { ev.preventDefault(); load(); });
+  $("export").addEventListener("click", downloadExport);
+  $("forget").addEventListener("click", forgetMe);
+  // #key=...&user=... lets an operator hand out a direct link; drop it from the address bar at once
+  const frag = new URLSearchParams(window.location.hash.slice(1));
+  if (frag.get("key")) $("key").value = frag.get("key");
+  if (frag.get("user")) $("user").value = frag.get("user");
+  if (window.location.hash) history.replaceState(null, "", window.location.pathname + window.location.search);
+  if ($("key").value && $("user").value) load();
+});

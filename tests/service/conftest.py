@@ -1,0 +1,39 @@
+"""Fixtures for the service tests: a fast Memory (keyword extractor, rule maintainer, hash embedder) and two tenants."""
+from __future__ import annotations
+
+import pytest
+
+KEY_A = "key-tenant-a-0123456789abcdef"
+KEY_B = "key-tenant-b-fedcba9876543210"
+KEYS = {KEY_A: "acme", KEY_B: "globex"}
+
+
+def auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def conversation(cid: str, *user_texts: str) -> dict:
+    return {"id": cid, "turns": [{"role": "user", "text": t} for t in user_texts]}
+
+
+@pytest.fixture()
+def memory(tmp_path, schema):
+    from boundmem.extract.keyword import KeywordExtractor
+    from boundmem.maintain.rules import RuleMaintainer
+    from boundmem.memory import Memory
+    from boundmem.retrieve.embed import HashEmbedder
+    from boundmem.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "service.db")
+    yield Memory(schema=schema, store=store, extractor=KeywordExtractor(), maintainer=RuleMaintainer(), embedder=HashEmbedder())
+    store.close()
+
+
+@pytest.fixture()
+def client(memory):
+    from fastapi.testclient import TestClient
+
+    from boundmem.service.app import create_app
+
+    with TestClient(create_app(memory, KEYS)) as c:
+        yield c
