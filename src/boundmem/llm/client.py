@@ -1,0 +1,299 @@
+"""A small synchronous client for any OpenAI-compatible chat endpoint (OpenAI, Azure, vLLM, Ollama, llama.cpp).
+
+Why not call the SDK directly from the extractor and maintainer: both need the same three things
+the SDK leaves to the caller, and they must behave identically everywhere:
+- retries that are bounded and cheap to test (the SDK's own retries are switched off so that the
+  backoff, the retry count and the final exception type are ours);
+- tool calls turned into plain dicts, with a typed error when the model answers without a tool
+  call or with arguments that are not JSON (local servers do both);
+- token and retry accounting for the benchmark.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from typing import Any, Optional, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from .errors import LLMBadArguments, LLMError, LLMNoToolCall, LLMOutputError, LLMTimeout, LLMUnknownTool
+
+DEFAULT_MODEL = "gpt-4o-2024-08-06"
+OPENAI_URL = "https://api.openai.com/v1"
+LOCAL_DUMMY_KEY = "not-needed"  # local servers ignore the key, but the SDK insists on one
+RETRY_STATUS = frozenset({408, 409, 429})
+
+Messages = Sequence[dict[str, Any]]
+
+
+class LLMUsage(BaseModel):
+    """What the client has spent so far. `calls` are logical calls; `requests` include retries."""
+
+    model_config = ConfigDict(validate_assignment=False)
+
+    calls: int = 0
+    requests: int = 0
+    retries: int = 0
+    failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class ToolCallResult(BaseModel):
+    """One tool call of the model, arguments already parsed; `content` is any text it wrote alongside."""
+
+    name: str
+    arguments: dict[str, Any]
+    content: str = ""
+
+
+def _public_url(url: str) -> str:
+    """The endpoint as shown in messages: no user:password, no query string."""
+    url = re.sub(r"//[^/@]*@", "//", url)
+    return url.split("?", 1)[0].rstrip("/")
+
+
+def _env(name: str, *alts: str) -> Optional[str]:
+    for n in (name, *alts):
+        v = os.environ.get(n)
+        if v is not None and v.strip():
+            return v.strip()
+    return None
+
+
+def _tool_name(tool: dict) -> str:
+    fn = tool.get("function", tool)
+    name = fn.get("name") if isinstance(fn, dict) else None
+    if not name:
+        raise ValueError("a tool must be {'type': 'function', 'function': {'name': ..., 'parameters': ...}}")
+    return str(name)
+
+
+def _as_tool(tool: dict) -> dict:
+    return tool if tool.get("type") == "function" and "function" in tool else {"type": "function", "function": tool}
+
+
+class LLMClient:
+    """Chat completions with forced tool calls, temperature 0, bounded retries and usage accounting.
+
+    `max_retries` is the number of extra attempts after the first for timeouts, connection errors,
+    408/409/429 and 5xx. The wait before retry n (n = 0, 1, ...) is `min(backoff_max, backoff_base * 2**n)`,
+    or the server's Retry-After if it sent one, capped at `backoff_max`.
+    """
+
+    def __init__(self, model: str = DEFAULT_MODEL, base_url: Optional[str] = None, api_key: Optional[str] = None,
+                 timeout: float = 30.0, max_retries: int = 3, *, backoff_base: float = 0.5, backoff_max: float = 8.0,
+                 azure_endpoint: Optional[str] = None, azure_api_version: Optional[str] = None,
+                 temperature: float = 0.0):
+        import openai  # the optional `llm` extra; imported here so the offline install never needs it
+
+        if not model:
+            raise LLMError("no model name given (set BOUNDMEM_LLM_MODEL)")
+        if timeout <= 0 or max_retries < 0 or backoff_base < 0 or backoff_max < 0:
+            raise LLMError(f"invalid client settings: timeout={timeout}, max_retries={max_retries}, "
+                           f"backoff_base={backoff_base}, backoff_max={backoff_max}", model=model)
+        self.model = model
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.backoff_base = float(backoff_base)
+        self.backoff_max = float(backoff_max)
+        self.temperature = temperature
+        self.usage = LLMUsage()
+        self._lock = threading.Lock()
+        if azure_endpoint:
+            self.endpoint = _public_url(azure_endpoint)
+        else:
+            self.endpoint = _public_url(base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL)
+        if not api_key:
+            if base_url is None and azure_endpoint is None:
+                raise LLMError("no API key: set OPENAI_API_KEY or BOUNDMEM_LLM_API_KEY (a local server given by "
+                               "BOUNDMEM_LLM_BASE_URL needs none)", model=model, endpoint=self.endpoint)
+            api_key = LOCAL_DUMMY_KEY
+        self._key = api_key
+        if azure_endpoint:
+            self._sdk = openai.AzureOpenAI(azure_endpoint=azure_endpoint, api_key=api_key,
+                                           api_version=azure_api_version or "2024-10-21",
+                                           timeout=self.timeout, max_retries=0)
+        else:
+            self._sdk = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=self.timeout, max_retries=0)
+        self._openai = openai
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> "LLMClient":
+        """BOUNDMEM_LLM_MODEL, BOUNDMEM_LLM_BASE_URL, BOUNDMEM_LLM_API_KEY or OPENAI_API_KEY, BOUNDMEM_LLM_TIMEOUT,
+        BOUNDMEM_LLM_MAX_RETRIES, BOUNDMEM_LLM_AZURE_ENDPOINT (+ OPENAI_API_VERSION / BOUNDMEM_LLM_API_VERSION)."""
+        kw: dict[str, Any] = {
+            "model": _env("BOUNDMEM_LLM_MODEL") or DEFAULT_MODEL,
+            "base_url": _env("BOUNDMEM_LLM_BASE_URL"),
+            "api_key": _env("BOUNDMEM_LLM_API_KEY", "OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"),
+            "azure_endpoint": _env("BOUNDMEM_LLM_AZURE_ENDPOINT"),
+            "azure_api_version": _env("BOUNDMEM_LLM_API_VERSION", "OPENAI_API_VERSION"),
+        }
+        for var, key, typ in (("BOUNDMEM_LLM_TIMEOUT", "timeout", float), ("BOUNDMEM_LLM_MAX_RETRIES", "max_retries", int),
+                              ("BOUNDMEM_LLM_BACKOFF", "backoff_base", float)):
+            raw = _env(var)
+            if raw is not None:
+                try:
+                    kw[key] = typ(raw)
+                except ValueError:
+                    raise LLMError(f"{var}={raw!r} is not a valid {typ.__name__}") from None
+        kw.update(overrides)
+        return cls(**kw)
+
+    # --- public calls --------------------------------------------------------------------------
+    def call_tool(self, messages: Messages, tool: dict) -> dict[str, Any]:
+        """Force the model to call `tool`; return its arguments as a dict."""
+        tool = _as_tool(tool)
+        name = _tool_name(tool)
+        return self.tool_call(messages, [tool], {"type": "function", "function": {"name": name}}).arguments
+
+    def choose_tool(self, messages: Messages, tools: list[dict]) -> tuple[str, dict[str, Any]]:
+        """Make the model call exactly one of `tools` (tool_choice="required"); return (name, arguments)."""
+        r = self.tool_call(messages, tools, "required")
+        return r.name, r.arguments
+
+    def tool_call(self, messages: Messages, tools: list[dict], tool_choice: Any = "required") -> ToolCallResult:
+        """The general form of call_tool/choose_tool that also returns the text the model wrote."""
+        tools = [_as_tool(t) for t in tools]
+        offered = {_tool_name(t) for t in tools}
+        resp = self._create(messages=list(messages), tools=tools, tool_choice=tool_choice)
+        msg = self._message(resp)
+        content = msg.content or ""
+        calls = getattr(msg, "tool_calls", None) or []
+        if not calls:
+            self._failed()
+            raise LLMNoToolCall("the model answered without calling a tool" + (f": {content[:200]!r}" if content else ""),
+                                raw=content, model=self.model, endpoint=self.endpoint)
+        fn = calls[0].function
+        name, raw_args = (fn.name or ""), fn.arguments
+        if name not in offered:
+            self._failed()
+            raise LLMUnknownTool(f"the model called tool {name!r}, which was not offered (offered: {sorted(offered)})",
+                                 raw=str(raw_args), model=self.model, endpoint=self.endpoint)
+        args = self._parse_args(name, raw_args)
+        return ToolCallResult(name=name, arguments=args, content=content)
+
+    def complete(self, messages: Messages, json_mode: bool = False) -> str:
+        """Plain text answer; with json_mode the server is asked for a JSON object and the text is checked to be one."""
+        extra = {"response_format": {"type": "json_object"}} if json_mode else {}
+        text = self._message(self._create(messages=list(messages), **extra)).content or ""
+        if json_mode:
+            try:
+                json.loads(text)
+            except json.JSONDecodeError as e:
+                self._failed()
+                raise LLMOutputError(f"json_mode answer is not JSON: {e.msg} at char {e.pos}", raw=text,
+                                     model=self.model, endpoint=self.endpoint) from None
+        return text
+
+    def close(self) -> None:
+        self._sdk.close()
+
+    def __enter__(self) -> "LLMClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:  # never the key
+        return f"LLMClient(model={self.model!r}, endpoint={self.endpoint!r})"
+
+    # --- retry and accounting -------------------------------------------------------------------
+    def backoff(self, retry: int, retry_after: Optional[float] = None) -> float:
+        """Seconds to wait before retry number `retry` (0-based); never more than backoff_max."""
+        if retry_after is not None and retry_after >= 0:
+            return min(self.backoff_max, retry_after)
+        return min(self.backoff_max, self.backoff_base * (2 ** retry))
+
+    def _count(self, **inc: int) -> None:
+        with self._lock:
+            for k, v in inc.items():
+                setattr(self.usage, k, getattr(self.usage, k) + v)
+
+    def _failed(self) -> None:
+        self._count(failures=1)
+
+    def _scrub(self, text: str) -> str:
+        if self._key and len(self._key) >= 4:
+            text = text.replace(self._key, "***")
+        return text
+
+    def _error(self, cls: type[LLMError], message: str, status: Optional[int] = None) -> LLMError:
+        return cls(self._scrub(message), model=self.model, endpoint=self.endpoint, status=status)
+
+    def _create(self, **params: Any):
+        oa = self._openai
+        self._count(calls=1)
+        attempt = 0
+        while True:
+            self._count(requests=1)
+            retry_after: Optional[float] = None
+            try:
+                resp = self._sdk.chat.completions.create(model=self.model, temperature=self.temperature, **params)
+            except oa.APITimeoutError:
+                failure = self._error(LLMTimeout, f"no answer within {self.timeout:g} s after {attempt + 1} attempt(s)")
+            except oa.APIConnectionError as e:
+                failure = self._error(LLMError, f"cannot reach the endpoint after {attempt + 1} attempt(s): {e.__cause__ or e}")
+            except oa.APIStatusError as e:
+                status = e.status_code
+                failure = self._error(LLMError, f"HTTP {status} after {attempt + 1} attempt(s): {e.message}", status)
+                if status not in RETRY_STATUS and status < 500:
+                    self._failed()
+                    raise failure from None
+                retry_after = _retry_after(e.response)
+            except (oa.APIResponseValidationError, json.JSONDecodeError) as e:
+                # a 200 whose body is not a chat completion: retrying the same request rarely helps
+                self._failed()
+                raise self._error(LLMOutputError, f"the endpoint returned a body that is not a chat completion: "
+                                                  f"{type(e).__name__}: {str(e)[:200]}") from None
+            else:
+                u = getattr(resp, "usage", None)
+                if u is not None:
+                    self._count(prompt_tokens=int(getattr(u, "prompt_tokens", 0) or 0),
+                                completion_tokens=int(getattr(u, "completion_tokens", 0) or 0))
+                return resp
+            if attempt >= self.max_retries:
+                self._failed()
+                raise failure from None
+            time.sleep(self.backoff(attempt, retry_after))
+            attempt += 1
+            self._count(retries=1)
+
+    def _message(self, resp):
+        choices = getattr(resp, "choices", None)
+        if not choices or getattr(choices[0], "message", None) is None:
+            self._failed()
+            raise self._error(LLMOutputError, "the endpoint returned a body that is not a chat completion (no choices): "
+                                              f"{str(resp)[:200]!r}")
+        return choices[0].message
+
+    def _parse_args(self, name: str, raw: Any) -> dict[str, Any]:
+        if isinstance(raw, dict):  # some servers send an object instead of a JSON string
+            return raw
+        text = (raw or "").strip() if isinstance(raw, str) or raw is None else str(raw)
+        try:
+            args = json.loads(text) if text else {}
+        except json.JSONDecodeError as e:
+            self._failed()
+            raise LLMBadArguments(f"arguments of tool {name!r} are not valid JSON: {e.msg} at char {e.pos}",
+                                  raw=text, tool=name, model=self.model, endpoint=self.endpoint) from None
+        if not isinstance(args, dict):
+            self._failed()
+            raise LLMBadArguments(f"arguments of tool {name!r} are a JSON {type(args).__name__}, not an object",
+                                  raw=text, tool=name, model=self.model, endpoint=self.endpoint)
+        return args
+
+
+def _retry_after(response) -> Optional[float]:
+    try:
+        v = response.headers.get("retry-after") if response is not None else None
+        return float(v) if v is not None else None
+    except (TypeError, ValueError):
+        return None

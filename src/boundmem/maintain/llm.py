@@ -1,0 +1,126 @@
+"""CarMem's maintainer: the model picks pass, update or append by calling one of three tools.
+
+A single-preference (MNP) category is offered only pass and update, so the model cannot even ask to
+hold two; `enforce_multiplicity` repeats the rule for any answer that slips through and maps an
+invented pk to the newest stored preference. Unlike the paper's code (which passed only the last
+existing preference), the prompt lists every stored preference of the category.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from ..llm.client import LLMClient
+from ..llm.errors import LLMNoToolCall, LLMOutputError
+from ..models import Candidate, Decision, Preference
+from ..schema.model import DetailCategory
+from .base import enforce_multiplicity
+
+_COMMON = """\
+You maintain a database of a user's long-term preferences. An incoming preference must be reconciled with \
+the preferences already stored in the same category. You must call exactly one of the tools.
+- pass_preference: the incoming preference is equal or very similar to a stored one (same attribute, maybe \
+worded differently); give that stored preference's pk.
+- update_preference: the incoming preference changes or contradicts a stored one{mnp_update}; give the pk of \
+the stored preference it replaces."""
+
+MP_PROMPT = _COMMON.format(mnp_update="") + """
+- append_preference: the incoming attribute is different from every stored one and can hold alongside them.
+Several preferences can be stored in this category, but never the same or a very similar attribute twice.
+Examples: stored "vegetarian", incoming "vegetarian" -> pass; stored "vegetarian", incoming "kosher" -> append; \
+stored "vegetarian", incoming "I am not vegetarian anymore" -> update."""
+
+MNP_PROMPT = _COMMON.format(mnp_update=", or is a different value (it takes the stored one's place)") + """
+Only one preference can ever be stored in this category at a time.
+Examples: stored "cheap", incoming "cheap" -> pass; stored "cheap", incoming "expensive" -> update; \
+stored "cheap", incoming "I no longer care about cheap" -> update."""
+
+HUMAN_PROMPT = """\
+Existing preferences:
+{existing}
+### Incoming (NEW) preference:
+{incoming}
+First give your thought process briefly (category, text, attribute, whether several preferences are allowed), \
+then call exactly one tool."""
+
+MISSED_PROMPT = "Your last run did not call a tool. You must call exactly one tool.\n\n"
+INVALID_PROMPT = "Your last run called a tool wrongly ({error}). You must call exactly one of the offered tools.\n\n"
+
+
+def _tool(name: str, description: str, params: dict[str, dict]) -> dict:
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
+        "type": "object", "properties": params, "required": list(params), "additionalProperties": False}}}
+
+
+def maintenance_tools(existing: list[Preference], multiple: bool) -> list[dict]:
+    """The tools offered for one decision; append only when the category may hold several preferences."""
+    pk = {"type": "string", "enum": [p.id for p in existing]}
+    text = {"type": "string", "description": "The incoming preference's text."}
+    tools = [
+        _tool("pass_preference", "The incoming preference is equal or very similar to a stored one: keep the stored one.",
+              {"to_pass_incoming_preference": text,
+               "pk_of_equal_existing_preference": {**pk, "description": "pk of the equal stored preference."}}),
+        _tool("update_preference", "The incoming preference updates or contradicts a stored one: delete that one "
+              "and store the incoming one.",
+              {"to_insert_incoming_preference": text,
+               "pk_of_to_delete_existing_preference": {**pk, "description": "pk of the stored preference to replace."}}),
+    ]
+    if multiple:
+        tools.append(_tool("append_preference", "The incoming attribute differs from all stored ones: store it as well "
+                           "and keep the stored ones.", {"incoming_preference": text}))
+    return tools
+
+
+def _shown(detail: DetailCategory, p: Preference | Candidate, pk: Optional[str] = None) -> dict[str, Any]:
+    d = {"detail_category": detail.name, "text": p.sentence, "attribute": p.attribute}
+    return {"pk": pk, **d} if pk is not None else d
+
+
+class LLMMaintainer:
+    """Maintainer over any OpenAI-compatible endpoint. `last_valid_at_try` is 1, 2, or None (defaulted to pass)."""
+
+    def __init__(self, client: LLMClient):
+        self.client = client
+        self.last_valid_at_try: Optional[int] = None
+
+    @classmethod
+    def from_env(cls, **client_overrides: Any) -> "LLMMaintainer":
+        return cls(LLMClient.from_env(**client_overrides))
+
+    def messages(self, candidate: Candidate, existing: list[Preference], detail: DetailCategory) -> list[dict[str, str]]:
+        shown = json.dumps([_shown(detail, p, p.id) for p in existing], ensure_ascii=False, indent=1)
+        human = HUMAN_PROMPT.format(existing=shown, incoming=json.dumps(_shown(detail, candidate), ensure_ascii=False))
+        return [{"role": "system", "content": MP_PROMPT if detail.multiple else MNP_PROMPT},
+                {"role": "user", "content": human}]
+
+    def decide(self, candidate: Candidate, existing: list[Preference], detail: DetailCategory) -> Decision:
+        if not existing:
+            self.last_valid_at_try = None
+            return Decision(action="insert", candidate=candidate, reason="nothing stored yet")
+        tools = maintenance_tools(existing, detail.multiple)
+        msgs = self.messages(candidate, existing, detail)
+        human = msgs[1]["content"]
+        for attempt in (1, 2):
+            try:
+                r = self.client.tool_call(msgs, tools, "required")
+            except LLMOutputError as e:
+                prefix = MISSED_PROMPT if isinstance(e, LLMNoToolCall) else INVALID_PROMPT.format(error=e)
+                msgs = [msgs[0], {"role": "user", "content": prefix + human}]
+                continue
+            self.last_valid_at_try = attempt
+            return enforce_multiplicity(self._decision(candidate, r.name, r.arguments, r.content), existing, detail)
+        self.last_valid_at_try = None
+        # the paper's default: when the model will not decide, keep what is stored
+        return Decision(action="pass", candidate=candidate, target=existing[-1].id,
+                        reason="model called no valid tool twice; kept the stored preference")
+
+    @staticmethod
+    def _decision(candidate: Candidate, name: str, args: dict[str, Any], content: str) -> Decision:
+        why = f"llm chose {name}" + (f": {content.strip()[:300]}" if content and content.strip() else "")
+        if name == "append_preference":
+            return Decision(action="append", candidate=candidate, reason=why)
+        if name == "pass_preference":
+            target = args.get("pk_of_equal_existing_preference")
+            return Decision(action="pass", candidate=candidate, target=str(target) if target else None, reason=why)
+        target = args.get("pk_of_to_delete_existing_preference")
+        return Decision(action="update", candidate=candidate, target=str(target) if target else None, reason=why)
