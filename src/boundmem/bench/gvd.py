@@ -1,0 +1,380 @@
+"""`boundmem bench gvd`: CAIM against MemoryBank and TiM on GVD (MemoryBank's probing questions), scored automatically.
+
+Every system gets the same embedder, the same k, the same answer prompt and the same 10 daily sessions per user, in
+date order; then the user's probing questions are asked on the day after the last session. Retrieval is scored
+against hand-made gold evidence turns and answers against gold keyword groups (see gvd_metrics for the rules).
+Without an LLM there is no generated answer: the "answer" is the text of the top retrieved memory (or an abstention
+when nothing was retrieved), reported as "extractive answer (no LLM)", so correctness then measures whether the
+best memory contains the answer words, not what a model would say.
+"""
+from __future__ import annotations
+
+import inspect
+import tempfile
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+
+from ..caim.base import DialogueMemory, RetrievalResult
+from .gvd_data import GVDDataError, GVDDataset, GVDQuestion, load_gvd
+from .gvd_metrics import score_answer, score_retrieval
+from .report import Report, Stopwatch, fmt, machine_info, plot_lines, progress, ratio, timing_section, write_json
+
+DEFAULT_SYSTEMS = ("caim", "caim-nocontroller", "caim-nofilter", "memorybank", "memorybank-forget", "tim")
+EMBEDDERS = ("minilm", "openai", "hash")
+NO_LLM_MODE = "extractive answer (no LLM)"
+ABSTENTION = "I don't remember that."
+ANSWER_PROMPT = (
+    "You are {user}'s AI companion with a long-term memory. Today is {today}.\n"
+    "Memories that may be relevant:\n{memories}\n\n"
+    "Answer {user}'s message below in one to three sentences, using the memories. If they do not contain the answer, "
+    "say that you don't remember. If the message is a yes/no question, start with Yes or No.\n\n{user}: {question}"
+)
+SYSTEM_NOTES = {
+    "caim": "CAIM: memory controller + tag/date retrieval + relevance filter + post-thinking (src/boundmem/caim).",
+    "caim-nocontroller": "CAIM ablation: no memory controller (always retrieves).",
+    "caim-nofilter": "CAIM ablation: no relevance filter (tag/date candidates ranked by similarity, top k).",
+    "memorybank": "MemoryBank: turn documents + daily summaries, cosine top-k, no forgetting.",
+    "memorybank-forget": "MemoryBank with forgetting R = exp(-t/S), fixed seed.",
+    "tim": "TiM: per-turn thoughts in a 16-bucket random-projection LSH table, cosine top-k in the bucket.",
+}
+
+
+# --- systems ------------------------------------------------------------------------------------------------
+def _caim(embedder: Any, llm: Any, workdir: Path, seed: int, **options: Any) -> DialogueMemory:
+    from ..caim.system import CAIM  # written beside this bench; imported only when asked for
+
+    params = inspect.signature(CAIM).parameters
+    kwargs = {"embedder": embedder, "llm": llm, "db": workdir / f"caim-{len(list(workdir.iterdir()))}.db", **options}
+    missing = [k for k in options if k not in params and not any(p.kind == p.VAR_KEYWORD for p in params.values())]
+    if missing:
+        raise ValueError(f"CAIM does not take option(s) {missing} needed for this ablation")
+    if "db" not in params and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        kwargs.pop("db")
+    return CAIM(**kwargs)
+
+
+def system_factories() -> dict[str, Callable[[Any, Any, Path, int], DialogueMemory]]:
+    from ..caim.baselines import MemoryBank, TiM
+
+    return {
+        "caim": lambda e, l, w, s: _rename(_caim(e, l, w, s, controller=True, relevance_filter=True), "caim"),
+        "caim-nocontroller": lambda e, l, w, s: _rename(_caim(e, l, w, s, controller=False, relevance_filter=True),
+                                                        "caim-nocontroller"),
+        "caim-nofilter": lambda e, l, w, s: _rename(_caim(e, l, w, s, controller=True, relevance_filter=False),
+                                                    "caim-nofilter"),
+        "memorybank": lambda e, l, w, s: MemoryBank(e, l, forgetting=False, seed=s),
+        "memorybank-forget": lambda e, l, w, s: MemoryBank(e, l, forgetting=True, seed=s),
+        "tim": lambda e, l, w, s: TiM(e, l, seed=s),
+    }
+
+
+def _rename(system: Any, name: str) -> Any:
+    try:
+        system.name = name
+    except AttributeError:
+        pass
+    return system
+
+
+# --- running ------------------------------------------------------------------------------------------------
+@dataclass
+class SystemRun:
+    name: str
+    questions: list[dict] = field(default_factory=list)
+    storage: dict[str, dict] = field(default_factory=dict)  # user -> {items, chars, raw_chars}
+    ingest_s: float = 0.0
+    question_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def answer_question(llm: Any, user: str, question: str, today: date, result: RetrievalResult) -> str:
+    items = result.items if result.retrieved else []
+    if llm is None:
+        return items[0].text if items else ABSTENTION
+    mem = "\n".join(f"- [{i.timestamp.isoformat() if i.timestamp else 'undated'}] {i.text}" for i in items) or "(none)"
+    prompt = ANSWER_PROMPT.format(user=user, today=today.isoformat(), memories=mem, question=question)
+    return llm.complete([{"role": "user", "content": prompt}]).strip()
+
+
+def _item_json(item) -> dict:
+    return {"id": item.id, "text": item.text[:400], "source_turn_ids": list(item.source_turn_ids),
+            "tags": list(item.tags), "timestamp": item.timestamp.isoformat() if item.timestamp else None,
+            "score": round(float(item.score), 4)}
+
+
+def evaluate_question(system: DialogueMemory, llm: Any, q: GVDQuestion, today: date, k: int) -> dict:
+    result = system.retrieve(q.user, q.question, today, k)
+    answer = answer_question(llm, q.user, q.question, today, result)
+    row: dict[str, Any] = {"qid": q.qid, "user": q.user, "question": q.question, "retrieved": result.retrieved,
+                           "items": [_item_json(i) for i in result.items[:k]], "answer": answer,
+                           "scored": q.gold is not None}
+    if q.gold is None:
+        return row
+    row.update(gold_evidence=list(q.gold.evidence), gold_answer=q.gold.answer, answerable=q.gold.answerable,
+               polarity=q.gold.polarity)
+    if q.gold.evidence:
+        rs = score_retrieval(result, q.gold, k)
+        row.update(hit_at=rs.hit, recall_at=rs.recall, mrr=rs.mrr, first_rank=rs.first_rank)
+    correct, pol_ok = score_answer(answer, q.gold)
+    row.update(correctness=correct, polarity_ok=pol_ok)
+    return row
+
+
+def run_system(name: str, system: DialogueMemory, data: GVDDataset, users: list[str], k: int, llm: Any,
+               on_user: Callable[[], None] = lambda: None, watch: Optional[Stopwatch] = None) -> SystemRun:
+    import time
+
+    watch = watch or Stopwatch()
+    run = SystemRun(name=name)
+    today = data.session_date
+    for user in users:
+        u = data.users[user]
+        t0 = time.perf_counter()
+        with watch.stage(f"ingest {name}"):
+            for s in u.sessions:
+                system.add_session(user, s.day, list(s.turns))
+        t1 = time.perf_counter()
+        st = system.storage(user)
+        run.storage[user] = {"items": st.items, "chars": st.chars, "raw_chars": u.raw_chars,
+                             "raw_turns": sum(len(s.turns) for s in u.sessions)}
+        with watch.stage(f"questions {name}"):
+            for q in data.questions_for(user):
+                run.questions.append(evaluate_question(system, llm, q, today, k))
+        run.ingest_s += t1 - t0
+        run.question_s += time.perf_counter() - t1
+        on_user()
+    for attr in ("llm_failures",):
+        if hasattr(system, attr):
+            run.extra[attr] = getattr(system, attr)
+    if hasattr(system, "forgotten"):
+        run.extra["forgotten_items"] = sum(system.forgotten(u) for u in users)
+    return run
+
+
+def _mean(xs: list[float]) -> Optional[float]:
+    return sum(xs) / len(xs) if xs else None
+
+
+def summarise(run: SystemRun, k: int) -> dict:
+    ret = [q for q in run.questions if "hit_at" in q]
+    scored = [q for q in run.questions if "correctness" in q]
+    answerable = [q for q in scored if q["answerable"]]
+    pol = [q for q in scored if q.get("polarity")]
+    una = [q for q in scored if not q["answerable"]]
+    items = sum(s["items"] for s in run.storage.values())
+    chars = sum(s["chars"] for s in run.storage.values())
+    raw = sum(s["raw_chars"] for s in run.storage.values())
+    return {
+        "system": run.name,
+        "questions": len(run.questions), "retrieval_questions": len(ret), "scored_questions": len(scored),
+        "hit_at": [_mean([q["hit_at"][j] for q in ret]) for j in range(k)],
+        "recall_at": [_mean([q["recall_at"][j] for q in ret]) for j in range(k)],
+        "mrr": _mean([q["mrr"] for q in ret]),
+        "retrieval_rate": _mean([1.0 if q["retrieved"] else 0.0 for q in run.questions]),
+        "no_retrieval_on_memory_questions": sum(1 for q in ret if not q["retrieved"]),
+        "correctness": _mean([q["correctness"] for q in scored]),
+        "correctness_answerable": _mean([q["correctness"] for q in answerable]),
+        "fully_correct": _mean([1.0 if q["correctness"] == 1.0 else 0.0 for q in scored]),
+        "partly_correct": _mean([1.0 if q["correctness"] == 0.5 else 0.0 for q in scored]),
+        "polarity_ok": _mean([1.0 if q["polarity_ok"] else 0.0 for q in pol]), "polarity_questions": len(pol),
+        "abstained_correctly": _mean([q["correctness"] for q in una]), "unanswerable_questions": len(una),
+        "storage_items": items, "storage_chars": chars, "raw_chars": raw,
+        "storage_ratio": ratio(chars, raw), "items_per_user": ratio(items, len(run.storage)),
+        "ingest_s": run.ingest_s, "question_ms": 1000 * run.question_s / max(1, len(run.questions)),
+        **run.extra,
+    }
+
+
+# --- report -------------------------------------------------------------------------------------------------
+def write_outputs(out: Path, data: GVDDataset, runs: list[SystemRun], summaries: list[dict], cfg: dict,
+                  watch: Stopwatch, machine: dict, skipped: dict[str, str]) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    k = cfg["k"]
+    plot = plot_lines(list(range(1, k + 1)), {s["system"]: s["hit_at"] for s in summaries}, out / "gvd_hit_at_k.png",
+                      f"GVD retrieval hit@k ({summaries[0]['retrieval_questions'] if summaries else 0} questions "
+                      f"with gold evidence)", "k", "hit@k")
+    rep = Report("GVD benchmark: CAIM vs MemoryBank vs TiM")
+    rep.para(f"Data: {cfg['data']} ({len(cfg['users'])} users, {sum(len(data.questions_for(u)) for u in cfg['users'])} "
+             f"probing questions, of which {sum(1 for u in cfg['users'] for q in data.questions_for(u) if q.gold)} "
+             f"have gold annotations from {cfg['gold']}). Questions asked on {data.session_date.isoformat()}, the day "
+             f"after the last dialogue day. Embedder: {cfg['embedder']}; k = {k}; seed = {cfg['seed']}. "
+             f"Answers: {cfg['answer_mode']}.")
+    if cfg["answer_mode"] == NO_LLM_MODE:
+        rep.para("No LLM was used: each system's local fallbacks ran (extractive summaries, local thoughts, rule-based "
+                 "controller and relevance filter), and the answer is the text of the top retrieved memory, or "
+                 f"\"{ABSTENTION}\" when nothing was retrieved. Correctness therefore measures whether the best memory "
+                 "holds the gold keywords; yes/no questions cannot be answered this way (polarity needs a generated "
+                 "answer), and long turn documents (MemoryBank) contain more words than short thoughts (TiM, CAIM), "
+                 "which favours them on keyword matching.")
+    rep.bullets([f"`{s}`: {SYSTEM_NOTES.get(s, '')}" for s in cfg["systems"]] +
+                [f"`{s}` skipped: {why}" for s, why in skipped.items()])
+    rep.h2("Retrieval (questions with gold evidence)")
+    rep.para("An item is relevant when its source turns include a gold evidence turn, or when it is a daily summary of "
+             "a gold date. A controller decision not to retrieve counts as a miss.")
+    rep.table(["system", "n", *(f"hit@{j}" for j in range(1, k + 1)), f"recall@{k}", "MRR", "no retrieval"],
+              [(s["system"], s["retrieval_questions"], *s["hit_at"], s["recall_at"][-1], s["mrr"],
+                s["no_retrieval_on_memory_questions"]) for s in summaries])
+    rep.image(plot.name, "hit@k per system")
+    rep.h2("Answer correctness (gold keyword groups)")
+    rep.para("1 = every keyword group matched, 0.5 = some, 0 = none; yes/no questions with a false premise also need "
+             "the right polarity word first (else 0); the unanswerable question needs an abstention.")
+    rep.table(["system", "n", "mean", "answerable mean", "fully correct", "partly correct", "polarity ok",
+               "abstained (unanswerable)"],
+              [(s["system"], s["scored_questions"], s["correctness"], s["correctness_answerable"],
+                fmt(s["fully_correct"], pct=True), fmt(s["partly_correct"], pct=True),
+                f"{fmt(s['polarity_ok'])} of {s['polarity_questions']}",
+                f"{fmt(s['abstained_correctly'])} of {s['unanswerable_questions']}") for s in summaries])
+    rep.h2("Memory storage (after 10 sessions, before the questions)")
+    rep.table(["system", "items", "items/user", "chars", "chars / raw dialogue chars", "forgotten during questions"],
+              [(s["system"], s["storage_items"], s["items_per_user"], s["storage_chars"],
+                fmt(s["storage_ratio"], pct=True), s.get("forgotten_items", "–")) for s in summaries])
+    rep.para(f"Raw dialogue: {summaries[0]['raw_chars'] if summaries else 0} characters (queries + responses).")
+    caim_rows = [s for s in summaries if s["system"].startswith("caim")]
+    if len(caim_rows) > 1:
+        rep.h2("CAIM ablations")
+        rep.table(["variant", f"hit@{k}", "MRR", "retrieval rate (all questions)", "correctness", "items"],
+                  [(s["system"], s["hit_at"][-1], s["mrr"], s["retrieval_rate"], s["correctness"],
+                    s["storage_items"]) for s in caim_rows])
+    rep.h2("Speed")
+    rep.table(["system", "ingest s (all users)", "ms per question", "LLM failures (fell back to local)"],
+              [(s["system"], s["ingest_s"], s["question_ms"], s.get("llm_failures", "–")) for s in summaries], digits=2)
+    rep.h2(f"Per question (hit@{k} / correctness)")
+    by_q: dict[str, dict[str, dict]] = {}
+    for r in runs:
+        for q in r.questions:
+            if q["scored"]:
+                by_q.setdefault(q["qid"], {})[r.name] = q
+    rows = []
+    for qid, per in by_q.items():
+        any_q = next(iter(per.values()))
+        cells = []
+        for r in runs:
+            q = per.get(r.name)
+            if q is None:
+                cells.append("–")
+            else:
+                h = fmt(q["hit_at"][-1], 0) if "hit_at" in q else "n/a"
+                cells.append(f"{h} / {fmt(q['correctness'], 1)}")
+        rows.append((qid, any_q["question"][:70], ",".join(any_q["gold_evidence"]) or "none", *cells))
+    rep.table(["qid", "question", "evidence", *(r.name for r in runs)], rows)
+    timing_section(rep, watch, machine)
+    rep.write(out / "report.md")
+    write_json(out / "results.json", {"config": cfg, "summary": summaries, "skipped": skipped,
+                                      "timing": watch.summary(), "machine": machine,
+                                      "questions": {r.name: r.questions for r in runs},
+                                      "storage": {r.name: r.storage for r in runs}})
+    return out / "report.md"
+
+
+def _make_embedder(name: str):
+    if name == "hash":
+        from ..retrieve.embed import HashEmbedder
+
+        return HashEmbedder()
+    from .. import factory
+
+    return factory.make_embedder(name)
+
+
+def run_gvd(data_dir: Path, gold: Optional[Path], out: Path, systems: list[str], k: int = 5, llm: Any = None,
+            embedder: Any = None, embedder_name: str = "minilm", users: Optional[list[str]] = None, seed: int = 0,
+            show_progress: bool = True, strict: bool = False) -> dict:
+    """Load, run every system over every user, score, write report.md / results.json / the plot; returns the summary.
+
+    A CAIM variant that cannot be built (CAIM not there yet, or without an ablation option) is skipped with the
+    reason in the report, unless `strict`.
+    """
+    watch = Stopwatch()
+    machine = machine_info()
+    data = load_gvd(data_dir, gold)
+    factories = system_factories()
+    unknown = [s for s in systems if s not in factories]
+    if unknown:
+        raise ValueError(f"unknown system(s) {unknown}; choose from {', '.join(factories)}")
+    if users:
+        missing = [u for u in users if u not in data.users]
+        if missing:
+            raise ValueError(f"unknown user(s) {missing}; the data has {', '.join(data.users)}")
+    user_list = users or list(data.users)
+    if embedder is None:
+        with watch.stage("load embedder"):
+            embedder = _make_embedder(embedder_name)
+            embedder.embed(["warm-up"])
+    runs, skipped = [], {}
+    with tempfile.TemporaryDirectory() as tmp, progress(show_progress) as prog:
+        for name in systems:
+            try:
+                system = factories[name](embedder, llm, Path(tmp), seed)
+            except (ImportError, ValueError, TypeError) as e:
+                if strict:
+                    raise
+                skipped[name] = f"{type(e).__name__}: {e}"
+                continue
+            task = prog.add_task(f"{name:<18}", total=len(user_list))
+            runs.append(run_system(name, system, data, user_list, k, llm, lambda: prog.advance(task), watch))
+            close = getattr(system, "close", None)
+            if callable(close):
+                close()
+    summaries = [summarise(r, k) for r in runs]
+    cfg = {"data": str(data_dir), "gold": str(gold or Path(data_dir) / "gold_en.jsonl"), "k": k, "seed": seed,
+           "embedder": getattr(embedder, "name", embedder_name), "systems": systems, "users": user_list,
+           "answer_mode": NO_LLM_MODE if llm is None else f"LLM ({getattr(llm, 'model', type(llm).__name__)})",
+           "session_date": data.session_date.isoformat()}
+    if llm is not None and hasattr(llm, "usage"):
+        cfg["llm_usage"] = llm.usage.model_dump() if hasattr(llm.usage, "model_dump") else str(llm.usage)
+    report = write_outputs(Path(out), data, runs, summaries, cfg, watch, machine, skipped)
+    return {"report": str(report), "summary": summaries, "skipped": skipped}
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("gvd")
+    def gvd(
+        data: Path = typer.Option(..., "--data", help="Folder with memory_bank_en.json and probing_questions_en.jsonl.",
+                                  exists=True, file_okay=False),
+        gold: Optional[Path] = typer.Option(None, "--gold", help="Gold annotations (default: DATA/gold_en.jsonl).",
+                                            exists=True, dir_okay=False),
+        out: Path = typer.Option(Path("bench-out/gvd"), "--out", help="Output folder (report.md, results.json, PNG)."),
+        systems: str = typer.Option(",".join(DEFAULT_SYSTEMS), "--systems", help="Comma-separated: "
+                                    + ", ".join(DEFAULT_SYSTEMS)),
+        k: int = typer.Option(5, "--k", min=1, help="Memories retrieved per question (same for every system)."),
+        llm: bool = typer.Option(False, "--llm", help="Use the LLM from BOUNDMEM_LLM_* / OPENAI_API_KEY for "
+                                                      "summaries, thoughts, CAIM steps and answers."),
+        embedder: str = typer.Option("minilm", "--embedder", help="minilm | openai | hash (hash: harness checks only)"),
+        users: Optional[str] = typer.Option(None, "--users", help="Comma-separated user names (default: all)."),
+        seed: int = typer.Option(0, "--seed", help="Seed for LSH projections and random forgetting."),
+        strict: bool = typer.Option(False, "--strict", help="Fail instead of skipping a system that cannot be built."),
+        quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    ):
+        """CAIM vs MemoryBank vs TiM on GVD: retrieval hit@k/recall/MRR, answer correctness, memory storage."""
+        if embedder not in EMBEDDERS:
+            raise typer.BadParameter(f"{embedder!r} is not one of {', '.join(EMBEDDERS)}", param_hint="--embedder")
+        names = [s.strip() for s in systems.split(",") if s.strip()]
+        client = None
+        if llm:
+            from ..llm import LLMClient, LLMError
+
+            try:
+                client = LLMClient.from_env()
+            except LLMError as e:
+                typer.echo(f"error: {e}", err=True)
+                raise typer.Exit(2)
+        try:
+            res = run_gvd(data, gold, out, names, k=k, llm=client, embedder_name=embedder,
+                          users=[u.strip() for u in users.split(",")] if users else None, seed=seed,
+                          show_progress=not quiet, strict=strict)
+        except GVDDataError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2)
+        except ValueError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2)
+        for s, why in res["skipped"].items():
+            typer.echo(f"skipped {s}: {why}", err=True)
+        for s in res["summary"]:
+            typer.echo(f"{s['system']:<18} hit@{k}={fmt(s['hit_at'][-1])} MRR={fmt(s['mrr'])} "
+                       f"correct={fmt(s['correctness'])} items={s['storage_items']}")
+        typer.echo(f"report: {res['report']}")
