@@ -3,7 +3,7 @@
 // a remembered sentence is user input and must never become markup.
 "use strict";
 
-const state = { key: "", user: "", schema: null, optOuts: [] };
+const state = { key: "", user: "", schema: null, optOuts: [], names: {} };
 const $ = (id) => document.getElementById(id);
 
 function setStatus(text, isError) {
@@ -71,7 +71,7 @@ function categoryBox(prefix, name, level) {
   const box = el("input", { type: "checkbox", checked: !rule, disabled: !!rule && rule !== prefix, "data-category": prefix });
   box.addEventListener("change", () => toggleCategory(prefix, name, box));
   const label = el("label", { class: "cat " + level, title: prefix }, box, name);
-  if (rule && rule !== prefix) label.append(el("span", { class: "why" }, "(off with " + rule + ")"));
+  if (rule && rule !== prefix) label.append(el("span", { class: "why" }, "(off with " + (state.names[rule] || rule) + ")"));
   return label;
 }
 
@@ -106,6 +106,11 @@ async function load() {
   setStatus("Loading\u2026");
   try {
     state.schema = await api("GET", "/v1/schema");
+    state.names = {};
+    for (const m of state.schema.mains) {
+      state.names[m.key] = m.name;
+      for (const s of m.subs) state.names[m.key + "/" + s.key] = s.name;
+    }
     await refresh();
     $("memory").hidden = false;
     setStatus("Showing what is stored for " + state.user + ".");

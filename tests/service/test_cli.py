@@ -1,0 +1,92 @@
+"""`boundmem serve` as an operator runs it: a real process, a keys file, a port."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from typer.testing import CliRunner
+
+from boundmem.service.auth import KeyRing, KeysFileError
+from boundmem.service.cli import app as serve_app
+
+from .conftest import KEY_A, KEY_B
+
+CLI = [sys.executable, "-m", "boundmem.cli", "serve"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_starts_uvicorn_with_the_keys_file(tmp_path):
+    keys = tmp_path / "keys.toml"
+    keys.write_text(f'[keys]\n"{KEY_A}" = "acme"\n')
+    port = _free_port()
+    proc = subprocess.Popen([*CLI, "--db", str(tmp_path / "s.db"), "--keys", str(keys), "--host", "127.0.0.1",
+                             "--port", str(port), "--extractor", "keyword", "--maintainer", "rules"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 45
+        while True:
+            try:
+                if httpx.get(f"{base}/openapi.json", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"server did not come up: {proc.stdout.read() if proc.poll() is not None else 'timeout'}")
+            time.sleep(0.2)
+        assert httpx.get(f"{base}/v1/users/alice/preferences").status_code == 401
+        r = httpx.get(f"{base}/v1/users/alice/preferences", headers={"Authorization": f"Bearer {KEY_A}"})
+        assert r.status_code == 200 and r.json() == {"user": "alice", "preferences": []}
+        assert httpx.get(f"{base}/v1/schema", headers={"Authorization": f"Bearer {KEY_B}"}).status_code == 401
+        assert httpx.get(f"{base}/ui").status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+@pytest.mark.parametrize("content,name,needle", [
+    ("not = [toml", "keys.toml", "not valid TOML"),
+    ('{"short": "acme"}', "keys.json", "shorter than"),
+    (json.dumps({KEY_A: "acme:evil"}), "keys.json", "acme:evil"),
+    ("[1, 2]", "keys.json", "mapping"),
+    ("{}", "keys.json", "no API keys"),
+])
+def test_bad_keys_file_is_refused_naming_the_problem(tmp_path, content, name, needle):
+    f = tmp_path / name
+    f.write_text(content)
+    r = CliRunner().invoke(serve_app, ["--keys", str(f), "--db", str(tmp_path / "x.db")])
+    assert r.exit_code == 2 and needle in r.stderr and str(f) in r.stderr
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_keys_file_formats_and_hashed_keys(tmp_path):
+    import hashlib
+
+    j = tmp_path / "k.json"
+    j.write_text(json.dumps({"keys": {KEY_A: "acme", "sha256:" + hashlib.sha256(KEY_B.encode()).hexdigest(): "globex"}}))
+    ring = KeyRing.load(j)
+    assert ring.tenant(KEY_A) == "acme" and ring.tenant(KEY_B) == "globex"
+    assert ring.tenant("sha256:" + hashlib.sha256(KEY_B.encode()).hexdigest()) is None  # the digest is not a key
+    assert ring.tenant(None) is None and ring.tenant("") is None
+    t = tmp_path / "k.toml"
+    t.write_text(f'"{KEY_B}" = "globex"\n')
+    assert KeyRing.load(t).tenant(KEY_B) == "globex"
+    with pytest.raises(KeysFileError, match="64 hex"):
+        KeyRing({"sha256:abc": "acme"})
+
+
+def test_serve_without_keys_is_refused(tmp_path, monkeypatch):
+    monkeypatch.delenv("BOUNDMEM_KEYS", raising=False)
+    r = CliRunner().invoke(serve_app, ["--db", str(tmp_path / "x.db")])
+    assert r.exit_code == 2 and "--keys" in r.stderr

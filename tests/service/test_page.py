@@ -1,0 +1,137 @@
+"""The transparency page, driven in headless Debian chromium: a user sees what is stored with the sentence it
+came from, deletes an item, and switches a category off; each action must reach the store."""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import threading
+import time
+
+import pytest
+
+from .conftest import KEY_A, KEYS
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
+                                reason="needs Debian chromium + chromium-driver (apt-get install chromium chromium-driver; .ci/run does)")
+webdriver = pytest.importorskip("selenium.webdriver", reason="needs the selenium package (requirements-dev.txt)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture()
+def server(memory):
+    import uvicorn
+
+    from boundmem.service.app import create_app
+
+    port = _free_port()
+    srv = uvicorn.Server(uvicorn.Config(create_app(memory, KEYS), host="127.0.0.1", port=port, log_level="warning"))
+    t = threading.Thread(target=srv.run, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 20
+    while not srv.started:
+        if time.monotonic() > deadline or not t.is_alive():
+            pytest.fail("uvicorn did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    t.join(10)
+
+
+@pytest.fixture()
+def browser(tmp_path):
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1280,1400", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        opts.add_argument(flag)
+    d = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+    d.implicitly_wait(0)
+    yield d
+    d.quit()
+
+
+def _wait(pred, what: str, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _rows(d):
+    from selenium.webdriver.common.by import By
+
+    return d.find_elements(By.CSS_SELECTOR, "#prefs tbody tr")
+
+
+def _shot(d, tmp_path, name):
+    """Keep screenshots (BOUNDMEM_SCREENSHOTS=dir) so a person can look at the page."""
+    out = os.environ.get("BOUNDMEM_SCREENSHOTS")
+    d.save_screenshot(str(os.path.join(out, name) if out else tmp_path / name))
+
+
+def test_user_sees_deletes_and_opts_out(memory, server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    from boundmem.models import Conversation, Turn
+
+    italian = "I love Italian food <b>really</b>."  # markup in a remembered sentence must stay text
+    jazz = "Please play some Jazz while we drive."
+    memory.add(Conversation(id="c1", turns=(Turn(role="user", text=italian), Turn(role="user", text=jazz))), "acme:alice")
+    assert len(memory.store.preferences("acme:alice")) == 2
+
+    browser.get(f"{server}/ui#key={KEY_A}&user=alice")
+    _wait(lambda: len(_rows(browser)) == 2, "both preferences listed")
+    assert KEY_A not in browser.current_url  # the key is dropped from the address bar
+    text = {r.get_attribute("data-path"): r.text for r in _rows(browser)}
+    assert italian in text["points_of_interest/restaurant/favorite_cuisine"]
+    assert "Favorite Cuisine" in text["points_of_interest/restaurant/favorite_cuisine"]
+    assert jazz in text["entertainment_and_media/music/favorite_genres"]
+    assert not browser.find_elements(By.CSS_SELECTOR, "#prefs b")
+    _shot(browser, tmp_path, "page-loaded.png")
+
+    # delete Jazz
+    row = next(r for r in _rows(browser) if r.get_attribute("data-path").endswith("favorite_genres"))
+    row.find_element(By.CSS_SELECTOR, "button.delete").click()
+    _wait(lambda: len(_rows(browser)) == 1, "the deleted row to disappear")
+    assert "Jazz" not in browser.find_element(By.ID, "prefs").text
+    assert [p.attribute for p in memory.store.preferences("acme:alice")] == ["Italian"]
+
+    # switch off restaurants
+    box = browser.find_element(By.CSS_SELECTOR, 'input[data-category="points_of_interest/restaurant"]')
+    assert box.is_selected()
+    box.click()
+    _wait(lambda: len(_rows(browser)) == 0, "the opted-out preference to disappear")
+    _wait(lambda: browser.find_element(By.ID, "empty").is_displayed(), "the empty notice")
+    assert memory.store.opt_outs("acme:alice") == ["points_of_interest/restaurant"]
+    assert memory.store.preferences("acme:alice") == []
+    # its details now show as off because of the parent rule, and cannot be switched on alone
+    detail = _wait(lambda: browser.find_elements(By.CSS_SELECTOR, 'input[data-category="points_of_interest/restaurant/favorite_cuisine"]'),
+                   "the re-rendered category list")[0]
+    assert not detail.is_selected() and not detail.is_enabled()
+    _shot(browser, tmp_path, "page-opted-out.png")
+
+
+def test_wrong_key_shows_an_error_and_nothing(memory, server, browser):
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{server}/ui#key=not-a-valid-key-000000&user=alice")
+    status = _wait(lambda: browser.find_element(By.ID, "status").text.startswith("Could not") and browser.find_element(By.ID, "status"),
+                   "an error message")
+    assert "401" in status.text
+    assert not browser.find_element(By.ID, "memory").is_displayed()
