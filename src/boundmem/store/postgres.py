@@ -1,0 +1,356 @@
+"""PostgreSQL store (psycopg 3 + pgvector): the same contract as SQLiteStore, for several service
+processes or hosts sharing one database.
+
+Design choices (why, not what):
+- The embedding column is an untyped `vector` (no fixed dimension). The dimension is a property
+  of one user's memory, fixed by the first vector written for that user and enforced on every
+  later write (a clear StoreError otherwise). So one database serves MiniLM (384), HashEmbedder
+  (256) or OpenAI (1536) installs without a migration, and a switched embedder fails loudly
+  instead of producing meaningless scores.
+- No ANN index: an ivfflat/hnsw index needs a fixed dimension and, combined with a per-user
+  filter, pgvector applies the filter *after* the approximate scan, which loses recall. A user
+  holds tens to hundreds of preferences, so an exact scan of the rows found through the indexed
+  user column is both exact and fast.
+- Ranking is by inner product (`<#>`) over vectors stored at unit norm, which is the cosine;
+  unlike `<=>` it gives 0 rather than NaN for a zero vector, matching SQLiteStore.
+- Writes of one user are serialised with `pg_advisory_xact_lock` on a hash of the user id,
+  taken as the transaction's first statement. Under READ COMMITTED every later statement then
+  sees what the previous holder committed, so two concurrent ingests that both read "nothing
+  stored" and both append cannot happen. Different users do not wait for each other.
+- The audit table is append-only by trigger: DELETE and TRUNCATE fail; UPDATE is allowed only
+  to erase an entry's payload (what `forget` does), never to rewrite it.
+- Tables use plain names (users, preferences, opt_outs, audit) like the SQLite file; give
+  boundmem its own database, or a schema via the URL
+  (`...?options=-csearch_path%3Dboundmem,public`).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
+
+import numpy as np
+
+from ..models import AuditEntry, Preference, UserExport, utcnow
+from ..schema.model import CategoryPath
+from .base import NotFoundError, OptedOutError, StoreError, blocking_rule, unit
+from .sqlite import dim_mismatch, prepare_embedding, public, stack
+
+try:
+    import psycopg
+    from psycopg.types.json import Jsonb
+    from psycopg.types import TypeInfo
+    from pgvector.psycopg.vector import register_vector_info
+except ImportError as e:  # pragma: no cover - depends on the install
+    raise ImportError("PostgresStore needs psycopg 3 and pgvector: pip install 'boundmem[postgres]'") from e
+
+# advisory-lock namespace (first int4 key), so our locks cannot collide with another application's
+_LOCK_NS = 0x626D  # "bm"
+
+_DDL = [
+    "CREATE EXTENSION IF NOT EXISTS vector",
+    "CREATE TABLE IF NOT EXISTS users (id text PRIMARY KEY, created_at timestamptz NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS preferences (
+      seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+      id text PRIMARY KEY, user_id text NOT NULL, main text NOT NULL, sub text NOT NULL, detail text NOT NULL,
+      attribute text NOT NULL, sentence text NOT NULL, conversation_id text,
+      created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, embedding vector NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS preferences_user ON preferences(user_id, main, sub, detail)",
+    """CREATE TABLE IF NOT EXISTS opt_outs (user_id text NOT NULL, prefix text NOT NULL, at timestamptz NOT NULL,
+      PRIMARY KEY (user_id, prefix))""",
+    """CREATE TABLE IF NOT EXISTS audit (
+      seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, user_id text NOT NULL, op text NOT NULL,
+      preference_id text, before jsonb, after jsonb, cause text NOT NULL, at timestamptz NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS audit_user ON audit(user_id, seq)",
+    """CREATE OR REPLACE FUNCTION boundmem_audit_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF TG_OP = 'UPDATE' AND NEW.seq = OLD.seq AND NEW.user_id = OLD.user_id AND NEW.op = OLD.op
+         AND NEW.preference_id IS NOT DISTINCT FROM OLD.preference_id AND NEW.at = OLD.at
+         AND NEW.before IS NULL AND NEW.after IS NULL AND NEW.cause = 'erased' THEN
+        RETURN NEW;
+      END IF;
+      RAISE EXCEPTION 'audit log is append-only (% refused; entries can only be erased by forget)', TG_OP
+        USING ERRCODE = 'restrict_violation';
+    END $$""",
+    """DO $$ BEGIN
+      IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'audit_append_only'
+                     AND tgrelid = to_regclass('audit')) THEN
+        CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE ON audit
+          FOR EACH ROW EXECUTE FUNCTION boundmem_audit_guard();
+      END IF;
+      IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = 'audit_no_truncate'
+                     AND tgrelid = to_regclass('audit')) THEN
+        CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON audit
+          FOR EACH STATEMENT EXECUTE FUNCTION boundmem_audit_guard();
+      END IF;
+    END $$""",
+]
+
+_COLS = "id, user_id, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at"
+_ORDER = "ORDER BY created_at, seq"
+
+
+def _row_to_pref(r) -> Preference:
+    return Preference(id=r[0], user=r[1], path=CategoryPath(main=r[2], sub=r[3], detail=r[4]), attribute=r[5],
+                      sentence=r[6], conversation_id=r[7], created_at=r[8], updated_at=r[9])
+
+
+def _prefix_sql(prefix: str) -> tuple[str, list[str]]:
+    """SQL condition (and params) for "path lies under prefix", the same rule as CategoryPath.within."""
+    parts = [p for p in prefix.strip("/").split("/") if p]
+    if not parts:
+        return "TRUE", []
+    if len(parts) > 3:  # deeper than a detail: no path lies under it
+        return "FALSE", []
+    return " AND ".join(f"{c}=%s" for c in ("main", "sub", "detail")[: len(parts)]), parts
+
+
+def _vec(row_value: Any) -> np.ndarray:
+    return np.asarray(row_value.to_numpy() if hasattr(row_value, "to_numpy") else row_value, dtype=np.float32)
+
+
+class _PgTx:
+    def __init__(self, con: "psycopg.Connection", user: str):
+        self.con, self.user = con, user
+        self._opt = [r[0] for r in con.execute("SELECT prefix FROM opt_outs WHERE user_id=%s", (user,))]
+        self._dim: Optional[int] = None
+
+    def _audit(self, op: str, pref_id: Optional[str], before, after, cause: str) -> None:
+        self.con.execute("INSERT INTO audit(user_id, op, preference_id, before, after, cause, at) "
+                         "VALUES (%s,%s,%s,%s,%s,%s,%s)",
+                         (self.user, op, pref_id, Jsonb(before) if before is not None else None,
+                          Jsonb(after) if after is not None else None, cause, utcnow()))
+
+    def preferences(self, path: Optional[CategoryPath] = None) -> list[Preference]:
+        if path is None:
+            rows = self.con.execute(f"SELECT {_COLS} FROM preferences WHERE user_id=%s {_ORDER}", (self.user,))
+        else:
+            rows = self.con.execute(f"SELECT {_COLS} FROM preferences WHERE user_id=%s AND main=%s AND sub=%s "
+                                    f"AND detail=%s {_ORDER}", (self.user, path.main, path.sub, path.detail))
+        return [_row_to_pref(r) for r in rows]
+
+    def _get(self, pref_id: str) -> Preference:
+        r = self.con.execute(f"SELECT {_COLS} FROM preferences WHERE id=%s AND user_id=%s",
+                             (pref_id, self.user)).fetchone()
+        if r is None:
+            raise NotFoundError(f"no preference {pref_id!r} for user {self.user!r}")
+        return _row_to_pref(r)
+
+    def _check(self, path: CategoryPath) -> None:
+        rule = blocking_rule(self._opt, path)
+        if rule:
+            raise OptedOutError(self.user, path, rule)
+
+    def _vector(self, embedding: np.ndarray, replacing: Optional[str] = None) -> np.ndarray:
+        v = prepare_embedding(embedding)
+        if self._dim is None:
+            r = self.con.execute("SELECT vector_dims(embedding) FROM preferences WHERE user_id=%s "
+                                 "AND id IS DISTINCT FROM %s LIMIT 1", (self.user, replacing)).fetchone()
+            self._dim = r[0] if r else None
+        if self._dim is not None and self._dim != len(v):
+            raise dim_mismatch(self.user, self._dim, len(v))
+        self._dim = len(v)
+        return v
+
+    def insert(self, path, attribute, sentence, embedding, conversation_id, cause) -> Preference:
+        self._check(path)
+        vec = self._vector(embedding)
+        now = utcnow()
+        pid = uuid.uuid4().hex
+        self.con.execute(f"INSERT INTO preferences({_COLS}, embedding) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                         (pid, self.user, path.main, path.sub, path.detail, attribute, sentence, conversation_id,
+                          now, now, vec))
+        p = self._get(pid)
+        self._audit("insert", pid, None, public(p), cause)
+        return p
+
+    def replace(self, pref_id, attribute, sentence, embedding, conversation_id, cause) -> Preference:
+        before = self._get(pref_id)
+        self._check(before.path)
+        vec = self._vector(embedding, replacing=pref_id)
+        self.con.execute("UPDATE preferences SET attribute=%s, sentence=%s, conversation_id=%s, updated_at=%s, "
+                         "embedding=%s WHERE id=%s AND user_id=%s",
+                         (attribute, sentence, conversation_id, utcnow(), vec, pref_id, self.user))
+        after = self._get(pref_id)
+        self._audit("update", pref_id, public(before), public(after), cause)
+        return after
+
+    def delete(self, pref_id, cause) -> Preference:
+        before = self._get(pref_id)
+        self.con.execute("DELETE FROM preferences WHERE id=%s AND user_id=%s", (pref_id, self.user))
+        self._audit("delete", pref_id, public(before), None, cause)
+        return before
+
+    def note(self, op, cause, preference_id=None, detail=None) -> None:
+        self._audit(op, preference_id, None, detail, cause)
+
+
+class PostgresStore:
+    """A Store on a PostgreSQL database with the pgvector extension. Safe to share between threads.
+
+    `url` is any libpq connection string ("postgresql://user@host/db" or "host=... dbname=...").
+    Connections are per thread and per process (one inherited through fork() is abandoned).
+    """
+
+    def __init__(self, url: str, connect_timeout: int = 10):
+        self.url = url
+        self.connect_timeout = connect_timeout
+        self._local = threading.local()
+        self._all: list[psycopg.Connection] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._vector_info: Optional[TypeInfo] = None
+        con = self._connect(register=False)
+        try:
+            with con.transaction():
+                # several processes may start at once; CREATE ... IF NOT EXISTS is not race-free
+                con.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_LOCK_NS,))
+                for stmt in _DDL:
+                    try:
+                        con.execute(stmt)
+                    except psycopg.errors.FeatureNotSupported as e:  # pragma: no cover - server-dependent
+                        raise StoreError(f"the pgvector extension is not available on this server: {e}") from e
+            self._vector_info = TypeInfo.fetch(con, "vector")
+        finally:
+            con.close()
+        if self._vector_info is None:  # pragma: no cover
+            raise StoreError("type 'vector' not found after CREATE EXTENSION vector")
+
+    # --- connections ----------------------------------------------------------------------
+    def _connect(self, register: bool = True) -> "psycopg.Connection":
+        con = psycopg.connect(self.url, autocommit=True, connect_timeout=self.connect_timeout)
+        con.execute("SET TIME ZONE 'UTC'")
+        if register:
+            register_vector_info(con, self._vector_info)
+        return con
+
+    def _con(self) -> "psycopg.Connection":
+        if self._pid != os.getpid():  # forked: the parent's sockets are not ours to use or close
+            self._pid, self._local, self._all = os.getpid(), threading.local(), []
+        con = getattr(self._local, "con", None)
+        if con is None or con.closed or con.broken:
+            con = self._local.con = self._connect()
+            with self._lock:
+                self._all.append(con)
+        return con
+
+    @contextmanager
+    def _locked(self, user: str) -> Iterator["psycopg.Connection"]:
+        con = self._con()
+        with con.transaction():
+            con.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_NS, user))
+            yield con
+
+    @contextmanager
+    def transaction(self, user: str) -> Iterator[_PgTx]:
+        with self._locked(user) as con:
+            con.execute("INSERT INTO users(id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
+                        (user, utcnow()))
+            yield _PgTx(con, user)
+
+    # --- reads ------------------------------------------------------------------------------
+    def preferences(self, user: str, prefix: Optional[str] = None) -> list[Preference]:
+        cond, params = _prefix_sql(prefix or "")
+        rows = self._con().execute(f"SELECT {_COLS} FROM preferences WHERE user_id=%s AND {cond} {_ORDER}",
+                                   (user, *params)).fetchall()
+        return [_row_to_pref(r) for r in rows]
+
+    def get(self, user: str, pref_id: str) -> Preference:
+        r = self._con().execute(f"SELECT {_COLS} FROM preferences WHERE id=%s AND user_id=%s",
+                                (pref_id, user)).fetchone()
+        if r is None:
+            raise NotFoundError(f"no preference {pref_id!r} for user {user!r}")
+        return _row_to_pref(r)
+
+    def vectors(self, user: str) -> tuple[list[Preference], np.ndarray]:
+        rows = self._con().execute(f"SELECT {_COLS}, embedding FROM preferences WHERE user_id=%s {_ORDER}",
+                                   (user,)).fetchall()
+        return [_row_to_pref(r) for r in rows], stack(user, [_vec(r[10]) for r in rows])
+
+    def search(self, user, query, k, exclude_prefixes=()) -> list[tuple[Preference, float]]:
+        if k <= 0:
+            return []
+        q = unit(query)
+        conds, params = [], []
+        for x in exclude_prefixes:
+            c, p = _prefix_sql(x)
+            conds.append(f"NOT ({c})")
+            params += p
+        where = " AND ".join(["user_id=%s", *conds])
+        con = self._con()
+        try:
+            rows = con.execute(f"SELECT {_COLS}, embedding <#> %s AS d FROM preferences WHERE {where} "
+                               f"ORDER BY d, created_at, seq LIMIT %s", (q, user, *params, k)).fetchall()
+        except psycopg.errors.DataException as e:
+            if "dimensions" not in str(e):
+                raise
+            r = con.execute("SELECT vector_dims(embedding) FROM preferences WHERE user_id=%s LIMIT 1",
+                            (user,)).fetchone()
+            raise dim_mismatch(user, r[0] if r else -1, len(q)) from e
+        return [(_row_to_pref(r), -float(r[10])) for r in rows]
+
+    def opt_outs(self, user: str) -> list[str]:
+        return [r[0] for r in self._con().execute("SELECT prefix FROM opt_outs WHERE user_id=%s ORDER BY prefix",
+                                                  (user,))]
+
+    def audit(self, user: str) -> list[AuditEntry]:
+        rows = self._con().execute("SELECT seq, user_id, op, preference_id, before, after, cause, at FROM audit "
+                                   "WHERE user_id=%s ORDER BY seq", (user,)).fetchall()
+        return [AuditEntry(seq=r[0], user=r[1], op=r[2], preference_id=r[3], before=r[4], after=r[5], cause=r[6],
+                           at=r[7]) for r in rows]
+
+    def users(self) -> list[str]:
+        return [r[0] for r in self._con().execute("SELECT id FROM users ORDER BY id")]
+
+    def export(self, user: str) -> UserExport:
+        con = self._con()
+        with con.transaction():  # one consistent snapshot across the three reads
+            con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            return UserExport(user=user, exported_at=utcnow(), opt_outs=self.opt_outs(user),
+                              preferences=self.preferences(user), audit=self.audit(user))
+
+    # --- writes outside ingest ------------------------------------------------------------
+    def delete(self, user: str, pref_id: str, cause: str) -> Preference:
+        with self.transaction(user) as tx:
+            return tx.delete(pref_id, cause)
+
+    def opt_out(self, user: str, prefix: str, cause: str) -> list[Preference]:
+        with self.transaction(user) as tx:
+            tx.con.execute("INSERT INTO opt_outs(user_id, prefix, at) VALUES (%s,%s,%s) ON CONFLICT DO NOTHING",
+                           (user, prefix, utcnow()))
+            tx.note("opt_out", cause, detail={"prefix": prefix})
+            purged = [p for p in tx.preferences() if p.path.within(prefix)]
+            for p in purged:
+                tx.delete(p.id, f"opt-out of {prefix}")
+            return purged
+
+    def opt_in(self, user: str, prefix: str, cause: str) -> bool:
+        with self.transaction(user) as tx:
+            n = tx.con.execute("DELETE FROM opt_outs WHERE user_id=%s AND prefix=%s", (user, prefix)).rowcount
+            if n:
+                tx.note("opt_in", cause, detail={"prefix": prefix})
+            return bool(n)
+
+    def forget(self, user: str, cause: str) -> int:
+        with self._locked(user) as con:
+            n = con.execute("DELETE FROM preferences WHERE user_id=%s", (user,)).rowcount
+            con.execute("DELETE FROM opt_outs WHERE user_id=%s", (user,))
+            # allowed by the audit trigger: payloads erased, the entries themselves kept
+            con.execute("UPDATE audit SET before=NULL, after=NULL, cause='erased' WHERE user_id=%s", (user,))
+            con.execute("INSERT INTO audit(user_id, op, preference_id, before, after, cause, at) "
+                        "VALUES (%s,%s,%s,%s,%s,%s,%s)",
+                        (user, "forget", None, None, Jsonb({"preferences_erased": n}), cause, utcnow()))
+            return n
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._all = self._all, []
+        if self._pid == os.getpid():
+            for c in conns:
+                try:
+                    c.close()
+                except Exception:
+                    pass
+        self._local = threading.local()

@@ -1,0 +1,388 @@
+"""The Store contract, written once and run against every implementation (SQLite and PostgreSQL).
+
+Vectors are hand-made (basis vectors and their mixtures), so expected rankings and scores follow
+from geometry, not from the code under test.
+"""
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from boundmem.models import UserExport
+from boundmem.schema.model import CategoryPath
+from boundmem.store.base import NotFoundError, OptedOutError, Store, StoreError
+
+DIM = 8
+MUSIC = CategoryPath(main="entertainment", sub="music", detail="genre")
+RADIO = CategoryPath(main="entertainment", sub="music", detail="station")
+PODCAST = CategoryPath(main="entertainment", sub="podcast", detail="topic")
+FOOD = CategoryPath(main="poi", sub="restaurant", detail="cuisine")
+
+
+def e(i: int, dim: int = DIM) -> np.ndarray:
+    v = np.zeros(dim, np.float32)
+    v[i] = 1.0
+    return v
+
+
+def add(store, user, path, attribute, vec=None, conv="c1", cause="test insert"):
+    with store.transaction(user) as tx:
+        return tx.insert(path, attribute, f"I like {attribute}.", e(0) if vec is None else vec, conv, cause)
+
+
+def test_implements_protocol(store):
+    assert isinstance(store, Store)
+
+
+# --- writes and their audit entries ------------------------------------------------------
+def test_insert_replace_delete_are_audited_with_before_after_and_cause(store):
+    p = add(store, "u", MUSIC, "jazz", cause="insert from conversation c1")
+    assert store.get("u", p.id) == p
+    assert (p.user, p.path, p.attribute, p.sentence, p.conversation_id) == ("u", MUSIC, "jazz", "I like jazz.", "c1")
+
+    with store.transaction("u") as tx:
+        q = tx.replace(p.id, "rock", "Rock now.", e(1), "c2", "update from conversation c2")
+    assert q.id == p.id and q.attribute == "rock" and q.sentence == "Rock now." and q.conversation_id == "c2"
+    assert q.created_at == p.created_at and q.updated_at >= p.updated_at
+    assert store.preferences("u") == [q]
+
+    gone = store.delete("u", p.id, cause="deleted by user")
+    assert gone == q
+    assert store.preferences("u") == []
+    with pytest.raises(NotFoundError):
+        store.get("u", p.id)
+
+    log = store.audit("u")
+    assert [a.op for a in log] == ["insert", "update", "delete"]
+    assert [a.cause for a in log] == ["insert from conversation c1", "update from conversation c2", "deleted by user"]
+    assert all(a.preference_id == p.id and a.user == "u" for a in log)
+    ins, upd, dele = log
+    assert ins.before is None and ins.after["attribute"] == "jazz" and ins.after["id"] == p.id
+    assert upd.before["attribute"] == "jazz" and upd.after["attribute"] == "rock"
+    assert upd.before["sentence"] == "I like jazz." and upd.after["sentence"] == "Rock now."
+    assert dele.before["attribute"] == "rock" and dele.after is None
+    assert ins.seq < upd.seq < dele.seq
+
+
+def test_note_records_a_decision_without_changing_preferences(store):
+    p = add(store, "u", MUSIC, "jazz")
+    with store.transaction("u") as tx:
+        tx.note("pass", "pass from conversation c2: same attribute", p.id, {"attribute": "jazz"})
+    assert store.preferences("u") == [p]
+    last = store.audit("u")[-1]
+    assert (last.op, last.preference_id, last.after, last.before) == ("pass", p.id, {"attribute": "jazz"}, None)
+
+
+def test_transaction_reads_its_own_writes_per_detail(store):
+    with store.transaction("u") as tx:
+        a = tx.insert(MUSIC, "jazz", "", e(0), None, "x")
+        b = tx.insert(MUSIC, "rock", "", e(1), None, "x")
+        c = tx.insert(RADIO, "fm4", "", e(2), None, "x")
+        assert tx.preferences(MUSIC) == [a, b]
+        assert tx.preferences(RADIO) == [c]
+        assert tx.preferences() == [a, b, c]
+    # insertion order survives, also for rows written within the same instant
+    assert [p.attribute for p in store.preferences("u")] == ["jazz", "rock", "fm4"]
+
+
+def test_rollback_on_exception_leaves_nothing(store):
+    keep = add(store, "u", MUSIC, "jazz")
+    audit_before = store.audit("u")
+    with pytest.raises(RuntimeError, match="boom"):
+        with store.transaction("u") as tx:
+            tx.insert(MUSIC, "rock", "", e(1), "c2", "x")
+            tx.replace(keep.id, "blues", "", e(2), "c2", "x")
+            tx.note("pass", "x")
+            tx.delete(keep.id, "x")
+            raise RuntimeError("boom")
+    assert store.preferences("u") == [keep]
+    assert store.get("u", keep.id).attribute == "jazz"
+    assert store.audit("u") == audit_before
+    # and the store is usable afterwards on the same thread
+    add(store, "u", MUSIC, "soul")
+    assert [p.attribute for p in store.preferences("u")] == ["jazz", "soul"]
+
+
+def test_rollback_of_a_new_users_first_transaction_leaves_no_data(store):
+    with pytest.raises(ValueError):
+        with store.transaction("new") as tx:
+            tx.insert(MUSIC, "jazz", "", e(0), None, "x")
+            raise ValueError("bad")
+    assert store.preferences("new") == [] and store.audit("new") == []
+    assert store.export("new").preferences == []
+
+
+def test_audit_log_rows_cannot_be_deleted_or_rewritten(store_factory):
+    """Append-only is enforced by the database itself, not just by the absence of an API."""
+    store = store_factory()
+    add(store, "u", MUSIC, "jazz")
+    n = len(store.audit("u"))
+    if store_factory.kind == "sqlite":
+        import sqlite3
+
+        con = sqlite3.connect(store.path)
+        for sql in ("DELETE FROM audit", "UPDATE audit SET cause='tampered'",
+                    "UPDATE audit SET after='{\"attribute\": \"rock\"}'", "UPDATE audit SET op='delete'"):
+            with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+                con.execute(sql)
+        con.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(store.url, autocommit=True) as con:
+            for sql in ("DELETE FROM audit", "TRUNCATE audit", "UPDATE audit SET cause='tampered'",
+                        "UPDATE audit SET after='{\"attribute\": \"rock\"}'", "UPDATE audit SET op='delete'"):
+                with pytest.raises(psycopg.Error, match="append-only"):
+                    con.execute(sql)
+    log = store.audit("u")
+    assert len(log) == n and log[0].cause == "test insert" and log[0].after["attribute"] == "jazz"
+
+
+def test_delete_unknown_id_raises_and_writes_nothing(store):
+    add(store, "u", MUSIC, "jazz")
+    before = store.audit("u")
+    with pytest.raises(NotFoundError):
+        store.delete("u", "no-such-id", cause="x")
+    with pytest.raises(NotFoundError):
+        with store.transaction("u") as tx:
+            tx.replace("no-such-id", "rock", "", e(1), None, "x")
+    assert store.audit("u") == before
+
+
+# --- embeddings ----------------------------------------------------------------------------
+def test_vectors_are_unit_norm_and_aligned_with_preferences(store):
+    rng = np.random.default_rng(7)
+    written = {}
+    for i, path in enumerate([MUSIC, MUSIC, RADIO, PODCAST, FOOD]):
+        v = rng.normal(size=DIM).astype(np.float32) * (i + 1)
+        written[f"a{i}"] = v / np.linalg.norm(v)
+        add(store, "u", path, f"a{i}", vec=v)
+    prefs, mat = store.vectors("u")
+    assert mat.shape == (5, DIM)
+    assert [p.attribute for p in prefs] == ["a0", "a1", "a2", "a3", "a4"]
+    for p, row in zip(prefs, mat):
+        np.testing.assert_allclose(row, written[p.attribute], atol=1e-6)
+    assert store.vectors("nobody")[0] == []
+
+
+def test_bad_embeddings_are_refused_before_anything_is_written(store):
+    add(store, "u", MUSIC, "jazz")
+    before = (store.preferences("u"), store.audit("u"))
+    for bad in (np.array([np.nan] * DIM), np.array([]), np.ones((2, DIM))):
+        with pytest.raises(ValueError):
+            add(store, "u", MUSIC, "rock", vec=bad)
+    with pytest.raises(StoreError, match="8-d"):  # a different embedder's dimension
+        add(store, "u", MUSIC, "rock", vec=e(0, dim=16))
+    assert (store.preferences("u"), store.audit("u")) == before
+    # another user may use another dimension: the dimension belongs to one user's memory
+    add(store, "v", MUSIC, "rock", vec=e(3, dim=16))
+    assert store.vectors("v")[1].shape == (1, 16)
+
+
+def test_search_is_cosine_top_k_and_respects_exclusions(store):
+    vecs = {"jazz": e(0), "rock": e(1), "fm4": e(2), "news": e(3), "pizza": e(4)}
+    paths = {"jazz": MUSIC, "rock": MUSIC, "fm4": RADIO, "news": PODCAST, "pizza": FOOD}
+    for a, v in vecs.items():
+        add(store, "u", paths[a], a, vec=v)
+    query = np.array([0.2, 3.0, 1.0, 0.0, 0.5, 0, 0, 0], np.float32)  # not unit: cosine must normalise it
+    qn = query / np.linalg.norm(query)
+
+    hits = store.search("u", query, k=3)
+    assert [p.attribute for p, _ in hits] == ["rock", "fm4", "pizza"]
+    for p, score in hits:
+        assert score == pytest.approx(float(qn @ vecs[p.attribute]), abs=1e-5)
+
+    assert [p.attribute for p, _ in store.search("u", query, k=10)] == ["rock", "fm4", "pizza", "jazz", "news"]
+    assert store.search("u", query, k=0) == []
+    assert [p.attribute for p, _ in store.search("u", query, k=3, exclude_prefixes=("entertainment/music",))] == \
+        ["pizza", "news"]
+    assert [p.attribute for p, _ in store.search("u", query, k=5, exclude_prefixes=("entertainment", "poi/restaurant/cuisine"))] == []
+    assert [p.attribute for p, _ in store.search("u", query, k=5, exclude_prefixes=("entertainment/music/genre",))] == \
+        ["fm4", "pizza", "news"]
+    assert store.search("nobody", query, k=3) == []
+
+
+def test_search_with_a_query_of_another_dimension_is_a_clear_error(store):
+    add(store, "u", MUSIC, "jazz", vec=e(0))
+    with pytest.raises(StoreError, match="different embedder"):
+        store.search("u", e(0, dim=16), k=3)
+
+
+def test_preferences_filter_by_prefix(store):
+    for a, path in [("jazz", MUSIC), ("fm4", RADIO), ("news", PODCAST), ("pizza", FOOD)]:
+        add(store, "u", path, a)
+    assert [p.attribute for p in store.preferences("u", "entertainment")] == ["jazz", "fm4", "news"]
+    assert [p.attribute for p in store.preferences("u", "entertainment/music")] == ["jazz", "fm4"]
+    assert [p.attribute for p in store.preferences("u", "entertainment/music/station")] == ["fm4"]
+    assert [p.attribute for p in store.preferences("u", "poi")] == ["pizza"]
+    assert store.preferences("u", "nothing") == []
+
+
+# --- opt-out ---------------------------------------------------------------------------------
+def test_opt_out_purges_with_audit_and_blocks_later_writes(store):
+    jazz = add(store, "u", MUSIC, "jazz")
+    fm4 = add(store, "u", RADIO, "fm4")
+    news = add(store, "u", PODCAST, "news")
+    other = add(store, "v", MUSIC, "jazz")
+
+    purged = store.opt_out("u", "entertainment/music", cause="user opted out of entertainment/music")
+    assert {p.id for p in purged} == {jazz.id, fm4.id}
+    assert store.preferences("u") == [news]
+    assert store.opt_outs("u") == ["entertainment/music"]
+    log = store.audit("u")[-3:]
+    assert log[0].op == "opt_out" and log[0].after == {"prefix": "entertainment/music"}
+    assert log[0].cause == "user opted out of entertainment/music"
+    assert {(a.op, a.preference_id) for a in log[1:]} == {("delete", jazz.id), ("delete", fm4.id)}
+    assert all(a.before is not None and "entertainment/music" in a.cause for a in log[1:])
+
+    # later writes into the opted-out category are refused, and nothing of them is written
+    n_audit = len(store.audit("u"))
+    with pytest.raises(OptedOutError) as err:
+        add(store, "u", RADIO, "fm5")
+    assert err.value.rule == "entertainment/music" and err.value.path == str(RADIO)
+    with store.transaction("u") as tx:  # a caller may catch it and carry on with allowed writes
+        with pytest.raises(OptedOutError):
+            tx.insert(MUSIC, "rock", "", e(1), "c9", "x")
+        with pytest.raises(OptedOutError):
+            tx.insert(CategoryPath(main="entertainment", sub="music", detail="new"), "x", "", e(1), "c9", "x")
+        tx.insert(FOOD, "pizza", "", e(4), "c9", "x")
+    assert [p.attribute for p in store.preferences("u")] == ["news", "pizza"]
+    assert [a.op for a in store.audit("u")[n_audit:]] == ["insert"]
+    # other users are unaffected
+    assert store.preferences("v") == [other] and store.opt_outs("v") == []
+    add(store, "v", RADIO, "fm4")
+
+
+def test_opt_in_allows_writes_again(store):
+    store.opt_out("u", "entertainment/music", cause="out")
+    assert store.opt_in("u", "entertainment/music", cause="back in") is True
+    assert store.opt_in("u", "entertainment/music", cause="again") is False
+    assert store.opt_outs("u") == []
+    add(store, "u", MUSIC, "jazz")
+    ops = [(a.op, a.cause) for a in store.audit("u")]
+    assert ops == [("opt_out", "out"), ("opt_in", "back in"), ("insert", "test insert")]
+
+
+# --- isolation -----------------------------------------------------------------------------
+def test_users_are_isolated(store):
+    a = add(store, "alice", MUSIC, "jazz", vec=e(0))
+    b = add(store, "bob", MUSIC, "jazz", vec=e(0))
+    b2 = add(store, "bob", RADIO, "fm4", vec=e(1))
+
+    assert store.preferences("alice") == [a]
+    assert [p.id for p, _ in store.search("alice", e(0) + e(1), k=10)] == [a.id]
+    assert store.vectors("alice")[0] == [a]
+    for pid in (b.id, b2.id):
+        with pytest.raises(NotFoundError):
+            store.get("alice", pid)
+        with pytest.raises(NotFoundError):
+            store.delete("alice", pid, cause="x")
+        with pytest.raises(NotFoundError):
+            with store.transaction("alice") as tx:
+                tx.replace(pid, "rock", "", e(2), None, "x")
+    assert store.get("bob", b.id) == b and store.preferences("bob") == [b, b2]
+    assert [x.op for x in store.audit("alice")] == ["insert"]
+    assert all(x.user == "bob" for x in store.audit("bob"))
+
+    with store.transaction("alice") as tx:
+        assert tx.preferences(MUSIC) == [a]  # bob's jazz at the same path is not visible
+
+    store.opt_out("alice", "entertainment", cause="x")
+    assert store.preferences("bob") == [b, b2] and store.opt_outs("bob") == []
+    store.forget("alice", cause="x")
+    assert store.preferences("bob") == [b, b2]
+    assert [x.op for x in store.audit("bob")] == ["insert", "insert"] and store.audit("bob")[0].after["attribute"] == "jazz"
+    assert store.users() == ["alice", "bob"]
+
+
+# --- export and forget -----------------------------------------------------------------------
+def test_export_contains_preferences_opt_outs_and_audit(store):
+    p = add(store, "u", MUSIC, "jazz")
+    store.opt_out("u", "poi", cause="no places")
+    add(store, "v", MUSIC, "rock")
+    ex = store.export("u")
+    assert isinstance(ex, UserExport) and ex.user == "u"
+    assert ex.preferences == [p]
+    assert ex.opt_outs == ["poi"]
+    assert [a.op for a in ex.audit] == ["insert", "opt_out"]
+    assert ex.audit == store.audit("u")
+    assert "rock" not in ex.model_dump_json()
+    # the export round-trips through JSON (what the CLI and the HTTP service hand out)
+    assert UserExport.model_validate_json(ex.model_dump_json()) == ex
+
+
+def test_forget_erases_content_and_records_the_erasure(store):
+    secret = ["Zanzibar-jazz", "KRZ-radio", "I adore Zanzibar-jazz", "c-secret"]
+    p = add(store, "u", MUSIC, "Zanzibar-jazz", conv="c-secret", cause="insert from conversation c-secret")
+    with store.transaction("u") as tx:
+        tx.replace(p.id, "KRZ-radio", "KRZ-radio please", e(1), "c-secret", "update: KRZ-radio")
+        tx.note("pass", "pass: Zanzibar-jazz again", p.id, {"sentence": "I adore Zanzibar-jazz"})
+    store.opt_out("u", "poi/restaurant", cause="user opted out of poi/restaurant")
+    keep = add(store, "other", MUSIC, "Zanzibar-jazz")
+
+    n = store.forget("u", cause="user asked to be forgotten")
+    assert n == 1
+    assert store.preferences("u") == [] and store.opt_outs("u") == [] and store.vectors("u")[0] == []
+    ex = store.export("u")
+    dumped = ex.model_dump_json()
+    for s in secret + ["poi/restaurant"]:
+        assert s not in dumped, s
+    log = store.audit("u")
+    assert log[-1].op == "forget" and log[-1].cause == "user asked to be forgotten"
+    assert log[-1].after == {"preferences_erased": 1}
+    # the history's shape survives (what happened, when), not its content
+    assert [a.op for a in log[:-1]] == ["insert", "update", "pass", "opt_out"]
+    assert all(a.before is None and a.after is None and a.cause == "erased" for a in log[:-1])
+    # the other user keeps everything
+    assert store.preferences("other") == [keep]
+    assert "Zanzibar-jazz" in json.dumps(store.export("other").model_dump(mode="json"))
+    # a forgotten user may start again
+    add(store, "u", MUSIC, "jazz")
+    assert [p.attribute for p in store.preferences("u")] == ["jazz"]
+
+
+def test_forget_unknown_user_records_erasure_of_nothing(store):
+    assert store.forget("ghost", cause="x") == 0
+    assert [(a.op, a.after) for a in store.audit("ghost")] == [("forget", {"preferences_erased": 0})]
+
+
+# --- durability across store objects and serialisation -------------------------------------
+def test_data_is_visible_to_another_store_object_on_the_same_database(store_factory):
+    s1, s2 = store_factory(), store_factory()
+    p = add(s1, "u", MUSIC, "jazz")
+    assert s2.preferences("u") == [p]
+    s2.opt_out("u", "entertainment", cause="x")
+    with pytest.raises(OptedOutError):
+        add(s1, "u", MUSIC, "rock")
+
+
+def test_transactions_of_one_user_are_serialised(store):
+    """A second writer of the same user waits until the first commits, then sees its rows."""
+    holding, release = threading.Event(), threading.Event()
+    seen: list = []
+    entered = threading.Event()
+
+    def first():
+        with store.transaction("u") as tx:
+            tx.insert(MUSIC, "jazz", "", e(0), None, "first")
+            holding.set()
+            release.wait(10)
+
+    def second():
+        holding.wait(10)
+        with store.transaction("u") as tx:
+            entered.set()
+            seen.extend(p.attribute for p in tx.preferences(MUSIC))
+            tx.insert(MUSIC, "rock", "", e(1), None, "second")
+
+    t1, t2 = threading.Thread(target=first), threading.Thread(target=second)
+    t1.start(), t2.start()
+    assert holding.wait(10)
+    assert not entered.wait(0.5), "second transaction of the same user ran while the first was open"
+    release.set()
+    t1.join(10), t2.join(10)
+    assert entered.is_set() and seen == ["jazz"]
+    assert [p.attribute for p in store.preferences("u")] == ["jazz", "rock"]
