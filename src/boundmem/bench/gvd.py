@@ -44,28 +44,77 @@ SYSTEM_NOTES = {
 
 
 # --- systems ------------------------------------------------------------------------------------------------
-def _caim(embedder: Any, llm: Any, workdir: Path, seed: int, **options: Any) -> DialogueMemory:
+class _UnfilteredRanking:
+    """The "no relevance filter" ablation when CAIM has no switch for it: every tag/date candidate passes, ranked by
+    cosine with the shared embedder, capped at k (so the ablation isolates the filter's selection, not the cap)."""
+
+    name = "none"
+
+    def __init__(self, embedder: Any):
+        self.embedder = embedder
+
+    def filter(self, query: str, candidates: Any, k: int, today: Optional[date] = None) -> list:
+        cands = list(candidates)
+        if not cands:
+            return []
+        q = self.embedder.embed([query])[0]
+        sims = self.embedder.embed([c.thought.text for c in cands]) @ q
+        ranked = sorted(zip(cands, sims), key=lambda p: -float(p[1]))
+        return [c.model_copy(update={"score": float(s)}) for c, s in ranked[:k]]
+
+
+def _accepts(fn: Any, name: str) -> bool:
+    params = inspect.signature(fn).parameters
+    return name in params or any(p.kind == p.VAR_KEYWORD for p in params.values()) and name in _known_kwargs(fn)
+
+
+def _known_kwargs(fn: Any) -> set[str]:
+    """Keyword names a **kw factory forwards to the constructor (CAIM.local/CAIM.llm pass **kw to __init__)."""
+    owner = getattr(fn, "__self__", None)
+    return set(inspect.signature(owner).parameters) if isinstance(owner, type) else set()
+
+
+def _caim(embedder: Any, llm: Any, workdir: Path, controller: bool = True, relevance_filter: bool = True) -> Any:
+    """Build CAIM for the bench from whichever construction API caim/system.py offers."""
     from ..caim.system import CAIM  # written beside this bench; imported only when asked for
 
-    params = inspect.signature(CAIM).parameters
-    kwargs = {"embedder": embedder, "llm": llm, "db": workdir / f"caim-{len(list(workdir.iterdir()))}.db", **options}
-    missing = [k for k in options if k not in params and not any(p.kind == p.VAR_KEYWORD for p in params.values())]
-    if missing:
-        raise ValueError(f"CAIM does not take option(s) {missing} needed for this ablation")
-    if "db" not in params and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        kwargs.pop("db")
-    return CAIM(**kwargs)
+    db = workdir / f"caim-{len(list(workdir.iterdir()))}.db"
+    init = inspect.signature(CAIM).parameters
+    if "embedder" in init and "controller" in init:  # CAIM(embedder=, llm=, controller=, relevance_filter=, db=)
+        kw: dict[str, Any] = {"embedder": embedder, "llm": llm, "controller": controller, "db": db}
+        if "relevance_filter" in init:
+            kw["relevance_filter"] = relevance_filter
+        system = CAIM(**kw)
+        if not relevance_filter and "relevance_filter" not in init:
+            system.relevance = _UnfilteredRanking(embedder)
+        return system
+    build = CAIM.llm if llm is not None else CAIM.local
+    kw = {"db": db}
+    if llm is not None:
+        kw["client"] = llm
+    else:
+        kw["embedder"] = embedder
+    if _accepts(build, "use_controller"):
+        kw["use_controller"] = controller
+    elif not controller:
+        raise ValueError("CAIM has no option to switch the memory controller off")
+    if _accepts(build, "relevance_filter"):
+        kw["relevance_filter"] = relevance_filter
+    system = build(**kw)
+    if not relevance_filter and not _accepts(build, "relevance_filter"):
+        if not hasattr(system, "relevance"):
+            raise ValueError("CAIM has no option to switch the relevance filter off")
+        system.relevance = _UnfilteredRanking(embedder)
+    return system
 
 
 def system_factories() -> dict[str, Callable[[Any, Any, Path, int], DialogueMemory]]:
     from ..caim.baselines import MemoryBank, TiM
 
     return {
-        "caim": lambda e, l, w, s: _rename(_caim(e, l, w, s, controller=True, relevance_filter=True), "caim"),
-        "caim-nocontroller": lambda e, l, w, s: _rename(_caim(e, l, w, s, controller=False, relevance_filter=True),
-                                                        "caim-nocontroller"),
-        "caim-nofilter": lambda e, l, w, s: _rename(_caim(e, l, w, s, controller=True, relevance_filter=False),
-                                                    "caim-nofilter"),
+        "caim": lambda e, l, w, s: _rename(_caim(e, l, w), "caim"),
+        "caim-nocontroller": lambda e, l, w, s: _rename(_caim(e, l, w, controller=False), "caim-nocontroller"),
+        "caim-nofilter": lambda e, l, w, s: _rename(_caim(e, l, w, relevance_filter=False), "caim-nofilter"),
         "memorybank": lambda e, l, w, s: MemoryBank(e, l, forgetting=False, seed=s),
         "memorybank-forget": lambda e, l, w, s: MemoryBank(e, l, forgetting=True, seed=s),
         "tim": lambda e, l, w, s: TiM(e, l, seed=s),
@@ -229,7 +278,7 @@ def write_outputs(out: Path, data: GVDDataset, runs: list[SystemRun], summaries:
                 f"{fmt(s['polarity_ok'])} of {s['polarity_questions']}",
                 f"{fmt(s['abstained_correctly'])} of {s['unanswerable_questions']}") for s in summaries])
     rep.h2("Memory storage (after 10 sessions, before the questions)")
-    rep.table(["system", "items", "items/user", "chars", "chars / raw dialogue chars", "forgotten during questions"],
+    rep.table(["system", "items", "items/user", "chars", "chars / raw dialogue chars", "forgotten (ingest + questions)"],
               [(s["system"], s["storage_items"], s["items_per_user"], s["storage_chars"],
                 fmt(s["storage_ratio"], pct=True), s.get("forgotten_items", "–")) for s in summaries])
     rep.para(f"Raw dialogue: {summaries[0]['raw_chars'] if summaries else 0} characters (queries + responses).")

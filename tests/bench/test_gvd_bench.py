@@ -1,0 +1,166 @@
+"""`boundmem bench gvd`: the loader, the scoring rules (checked against hand-computed values) and a small harness run."""
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from boundmem.bench.gvd_data import GVDDataError, load_gvd
+from boundmem.bench.gvd_metrics import keyword_score, score_answer, score_retrieval
+from boundmem.caim.base import MemoryItem, RetrievalResult
+from boundmem.bench.gvd_data import GoldAnnotation
+
+
+# --- loader -------------------------------------------------------------------------------------------------
+def test_loader_strips_user_names_and_quotes(shared_data):
+    data = load_gvd(shared_data / "gvd")
+    assert {"Jason", "Linda", "Ivy", "Roland"} <= set(data.users)
+    assert all(u == u.strip() for u in data.users)
+    assert len(data.users) == 15 and len(data.questions) == 100
+    assert sum(q.gold is not None for q in data.questions) == 70
+    jason = data.users["Jason"]
+    assert [len(s.turns) for s in jason.sessions] == [5, 5, 5, 4, 4, 4, 4, 4, 4, 4]
+    assert jason.sessions[0].day == date(2023, 4, 27) and jason.sessions[0].turns[2].id == "2023-04-27#2"
+    frank = {q.qid: q for q in data.questions_for("Frank")}
+    assert frank["Frank_3"].question == "What type of music do I like to listen to?"  # literal quotes removed
+    assert data.session_date == date(2023, 5, 7)
+    henry0 = next(q for q in data.questions if q.qid == "Henry_0")
+    assert henry0.gold.polarity == "no"
+    assert next(q for q in data.questions if q.qid == "John Zhang_4").gold.answerable is False
+
+
+def _write(tmp: Path, gold_lines: list[str]) -> Path:
+    (tmp / "memory_bank_en.json").write_text(json.dumps({" Ann ": {"name": "Ann", "history": {
+        "2023-04-27": [{"query": "I like tea.", "response": "Nice."}, {"query": "I read Dune.", "response": "Good."}],
+        "2023-04-28": [{"query": "I ran 5 km.", "response": "Well done."}]}}}))
+    (tmp / "probing_questions_en.jsonl").write_text(json.dumps({"Ann": ['"What book did I read?"', "How far did I run?"]}))
+    (tmp / "gold_en.jsonl").write_text("\n".join(gold_lines) + "\n")
+    return tmp
+
+
+GOOD = json.dumps({"user": "Ann", "qid": "Ann_0", "question": "What book did I read?", "evidence": ["2023-04-27#1"],
+                   "answer": "Dune.", "keywords": [["Dune"]], "answerable": True})
+
+
+def test_loader_reads_a_small_valid_set(tmp_path):
+    data = load_gvd(_write(tmp_path, [GOOD]))
+    assert list(data.users) == ["Ann"]
+    q0, q1 = data.questions
+    assert q0.gold.evidence == ("2023-04-27#1",) and q0.gold.keywords == (("Dune",),)
+    assert q1.gold is None
+    assert data.session_date == date(2023, 4, 29)
+
+
+@pytest.mark.parametrize("bad,needle", [
+    (json.dumps({"user": "Ann", "qid": "Ann_1", "question": "How far did I run?", "evidence": ["2023-04-28#0"],
+                 "answer": "5 km", "answerable": True}), "line 2: field 'keywords' missing"),
+    ('{"user": "Ann", "qid": ', "line 2: invalid JSON"),
+    (json.dumps({"user": "Ann", "qid": "Ann_1", "question": "How far did I run?", "evidence": ["2023-04-28#3"],
+                 "answer": "5 km", "keywords": [["5"]], "answerable": True}), "line 2: field 'evidence': turn '2023-04-28#3'"),
+    (json.dumps({"user": "Ann", "qid": "Ann_1", "question": "How far did I swim?", "evidence": ["2023-04-28#0"],
+                 "answer": "5 km", "keywords": [["5"]], "answerable": True}), "line 2: field 'question' does not match"),
+    (json.dumps({"user": "Ann", "qid": "Ann_7", "question": "x", "evidence": [], "answer": "", "keywords": [],
+                 "answerable": False}), "line 2: field 'qid'"),
+    (json.dumps({"user": "Ann", "qid": "Ann_1", "question": "How far did I run?", "evidence": ["2023-04-28#0"],
+                 "answer": "Yes", "keywords": [[]], "answerable": True}), "line 2: field 'keywords' must be"),
+])
+def test_malformed_gold_line_fails_clearly(tmp_path, bad, needle):
+    d = _write(tmp_path, [GOOD, bad])
+    with pytest.raises(GVDDataError) as e:
+        load_gvd(d)
+    assert "gold_en.jsonl" in str(e.value) and needle in str(e.value)
+
+
+def test_malformed_history_names_the_field(tmp_path):
+    d = _write(tmp_path, [GOOD])
+    (d / "memory_bank_en.json").write_text(json.dumps({"Ann": {"history": {"2023-04-27": [{"response": "x"}]}}}))
+    with pytest.raises(GVDDataError, match=r"memory_bank_en.json: user 'Ann': history\['2023-04-27'\]\[0\]: field 'query'"):
+        load_gvd(d)
+
+
+# --- metrics ------------------------------------------------------------------------------------------------
+def _gold(evidence=("2023-04-28#1", "2023-04-30#2"), keywords=(("x",),), answer="x", note="", answerable=True):
+    return GoldAnnotation(evidence=evidence, answer=answer, keywords=keywords, answerable=answerable, note=note)
+
+
+def _item(i, sources=(), tags=(), day=None):
+    return MemoryItem(id=str(i), text="t", source_turn_ids=sources, tags=tags, timestamp=day)
+
+
+def test_retrieval_metrics_by_hand():
+    gold = _gold()
+    items = [_item(1, ("2023-04-29#0",)),
+             _item(2, (), ("summary",), date(2023, 4, 30)),  # summary of a gold date covers 2023-04-30#2
+             _item(3, ("2023-04-27#0", "2023-04-28#1")),
+             _item(4, ("2023-04-30#2",))]
+    s = score_retrieval(RetrievalResult(retrieved=True, items=items), gold, k=5)
+    assert s.hit == [0, 1, 1, 1, 1]
+    assert s.recall == [0, 0.5, 1, 1, 1]
+    assert s.mrr == 0.5 and s.first_rank == 2
+    s3 = score_retrieval(RetrievalResult(retrieved=True, items=[items[0], items[3]]), gold, k=3)
+    assert s3.hit == [0, 1, 1] and s3.recall == [0, 0.5, 0.5] and s3.mrr == 0.5
+    # a summary of a non-gold date is not a hit; a controller "no retrieval" is a miss even with items
+    assert score_retrieval(RetrievalResult(retrieved=True, items=[_item(5, (), ("summary",), date(2023, 5, 1))]),
+                           gold, k=1).hit == [0]
+    miss = score_retrieval(RetrievalResult(retrieved=False, items=items), gold, k=2)
+    assert miss.hit == [0, 0] and miss.mrr == 0 and miss.first_rank is None
+
+
+def test_keyword_groups_by_hand():
+    groups = [["da Vinci", "Leonardo"], ["Michelangelo"], ["Raphael"]]
+    assert keyword_score("Leonardo, MICHELANGELO and raphael.", groups) == 1.0
+    assert keyword_score("Leonardo and Raphael", groups) == 0.5
+    assert keyword_score("Monet", groups) == 0.0
+    assert keyword_score("You’re into Da  Vinci", [["you're into da vinci"]]) == 1.0  # quotes and spaces normalised
+
+
+def test_polarity_and_abstention_by_hand():
+    gold = _gold(keywords=(("enjoy",),), answer="No. You said you enjoy badminton.", note="POLARITY: premise false")
+    assert score_answer("No, you enjoy badminton.", gold) == (1.0, True)
+    assert score_answer("Yes, you enjoy badminton... no wait.", gold) == (0.0, False)
+    assert score_answer("You enjoy badminton.", gold) == (0.0, False)  # no polarity word
+    assert score_answer("No, I don't think so.", gold) == (0.0, True)  # right polarity, no keyword
+    plain = _gold(keywords=(("tripe",),), answer="No, it was tripe.", note="False-premise question")
+    assert score_answer("You made spicy pork tripe.", plain) == (1.0, None)  # only POLARITY notes need yes/no
+    unans = _gold(evidence=(), keywords=(), answer="Unknown", answerable=False)
+    assert score_answer("I don't remember that.", unans) == (1.0, None)
+    assert score_answer("You made Hui Guo Rou.", unans) == (0.0, None)
+
+
+# --- harness ------------------------------------------------------------------------------------------------
+def test_harness_writes_report_for_two_users(shared_data, tmp_path, hash_embedder):
+    from boundmem.bench.gvd import NO_LLM_MODE, run_gvd
+
+    out = tmp_path / "out"
+    res = run_gvd(shared_data / "gvd", None, out, ["memorybank", "memorybank-forget", "tim"], k=3,
+                  embedder=hash_embedder, users=["Emily", "Henry"], show_progress=False)
+    assert (out / "report.md").exists() and (out / "gvd_hit_at_k.png").stat().st_size > 1000
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["answer_mode"] == NO_LLM_MODE
+    rows = results["questions"]["memorybank"]
+    assert len(rows) == 14 and {r["user"] for r in rows} == {"Emily", "Henry"}
+    for r in rows:  # extractive mode: the answer is the top memory's text
+        assert r["answer"].startswith(r["items"][0]["text"])  # results.json clips item texts to 400 chars
+        assert len(r["hit_at"]) == 3 and r["hit_at"] == sorted(r["hit_at"])
+    summ = {s["system"]: s for s in res["summary"]}
+    assert summ["memorybank"]["retrieval_questions"] == 14
+    assert summ["memorybank"]["raw_chars"] == sum(len(t.query) + len(t.response)
+                                                  for u in ("Emily", "Henry")
+                                                  for s in load_gvd(shared_data / "gvd").users[u].sessions
+                                                  for t in s.turns)
+    assert summ["memorybank-forget"]["storage_items"] < summ["memorybank"]["storage_items"]
+    report = (out / "report.md").read_text()
+    for needle in ("extractive answer (no LLM)", "| memorybank |", "| tim |", "hit@3", "Memory storage", "Henry_0"):
+        assert needle in report
+
+
+def test_cli_rejects_unknown_system(shared_data, tmp_path):
+    from typer.testing import CliRunner
+
+    from boundmem.bench.cli import app
+
+    r = CliRunner().invoke(app, ["gvd", "--data", str(shared_data / "gvd"), "--out", str(tmp_path),
+                                 "--systems", "memorybank,nope", "--embedder", "hash", "--quiet"])
+    assert r.exit_code == 2 and "nope" in r.output
