@@ -203,3 +203,13 @@ def test_azure_endpoint(fake):
     r = fake.requests[0]
     assert r.path.startswith("/openai/deployments/my-deployment/chat/completions")
     assert "api-version=2024-10-21" in r.path and r.headers["api-key"] == "az-key"
+
+
+def test_temperature_can_be_left_out(fake, make_client, monkeypatch):
+    fake.push(tool_call("get_x", {}), tool_call("get_x", {}))
+    make_client(temperature=None).call_tool(MSGS, TOOL)
+    assert "temperature" not in fake.requests[0].json
+    monkeypatch.setenv("BOUNDMEM_LLM_BASE_URL", fake.base_url)
+    monkeypatch.setenv("BOUNDMEM_LLM_TEMPERATURE", "none")
+    LLMClient.from_env().call_tool(MSGS, TOOL)
+    assert "temperature" not in fake.requests[1].json

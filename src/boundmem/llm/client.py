@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any, Optional, Sequence
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from .errors import LLMBadArguments, LLMError, LLMNoToolCall, LLMOutputError, LLMTimeout, LLMUnknownTool
 
@@ -31,8 +31,6 @@ Messages = Sequence[dict[str, Any]]
 
 class LLMUsage(BaseModel):
     """What the client has spent so far. `calls` are logical calls; `requests` include retries."""
-
-    model_config = ConfigDict(validate_assignment=False)
 
     calls: int = 0
     requests: int = 0
@@ -83,6 +81,7 @@ def _as_tool(tool: dict) -> dict:
 class LLMClient:
     """Chat completions with forced tool calls, temperature 0, bounded retries and usage accounting.
 
+    `temperature=None` leaves it out of the request (some reasoning models accept only their default).
     `max_retries` is the number of extra attempts after the first for timeouts, connection errors,
     408/409/429 and 5xx. The wait before retry n (n = 0, 1, ...) is `min(backoff_max, backoff_base * 2**n)`,
     or the server's Retry-After if it sent one, capped at `backoff_max`.
@@ -91,7 +90,7 @@ class LLMClient:
     def __init__(self, model: str = DEFAULT_MODEL, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  timeout: float = 30.0, max_retries: int = 3, *, backoff_base: float = 0.5, backoff_max: float = 8.0,
                  azure_endpoint: Optional[str] = None, azure_api_version: Optional[str] = None,
-                 temperature: float = 0.0):
+                 temperature: Optional[float] = 0.0):
         import openai  # the optional `llm` extra; imported here so the offline install never needs it
 
         if not model:
@@ -128,7 +127,8 @@ class LLMClient:
     @classmethod
     def from_env(cls, **overrides: Any) -> "LLMClient":
         """BOUNDMEM_LLM_MODEL, BOUNDMEM_LLM_BASE_URL, BOUNDMEM_LLM_API_KEY or OPENAI_API_KEY, BOUNDMEM_LLM_TIMEOUT,
-        BOUNDMEM_LLM_MAX_RETRIES, BOUNDMEM_LLM_AZURE_ENDPOINT (+ OPENAI_API_VERSION / BOUNDMEM_LLM_API_VERSION)."""
+        BOUNDMEM_LLM_MAX_RETRIES, BOUNDMEM_LLM_BACKOFF, BOUNDMEM_LLM_TEMPERATURE ("none" = leave out),
+        BOUNDMEM_LLM_AZURE_ENDPOINT (+ OPENAI_API_VERSION / BOUNDMEM_LLM_API_VERSION)."""
         kw: dict[str, Any] = {
             "model": _env("BOUNDMEM_LLM_MODEL") or DEFAULT_MODEL,
             "base_url": _env("BOUNDMEM_LLM_BASE_URL"),
@@ -144,6 +144,12 @@ class LLMClient:
                     kw[key] = typ(raw)
                 except ValueError:
                     raise LLMError(f"{var}={raw!r} is not a valid {typ.__name__}") from None
+        temp = _env("BOUNDMEM_LLM_TEMPERATURE")
+        if temp is not None:
+            try:
+                kw["temperature"] = None if temp.lower() in ("none", "default") else float(temp)
+            except ValueError:
+                raise LLMError(f"BOUNDMEM_LLM_TEMPERATURE={temp!r} is not a number or 'none'") from None
         kw.update(overrides)
         return cls(**kw)
 
@@ -236,7 +242,9 @@ class LLMClient:
             self._count(requests=1)
             retry_after: Optional[float] = None
             try:
-                resp = self._sdk.chat.completions.create(model=self.model, temperature=self.temperature, **params)
+                if self.temperature is not None:
+                    params.setdefault("temperature", self.temperature)
+                resp = self._sdk.chat.completions.create(model=self.model, **params)
             except oa.APITimeoutError:
                 failure = self._error(LLMTimeout, f"no answer within {self.timeout:g} s after {attempt + 1} attempt(s)")
             except oa.APIConnectionError as e:
