@@ -181,3 +181,22 @@ def test_page_is_served_with_a_strict_content_security_policy(client):
     assert "script-src 'self'" in r.headers["content-security-policy"]
     assert client.get("/ui/app.js").status_code == 200
     assert client.get("/ui/..%2Fapp.py").status_code == 404
+
+
+def test_failed_extraction_is_502_and_stores_nothing(memory):
+    from fastapi.testclient import TestClient
+
+    from boundmem.extract.base import ExtractionError
+    from boundmem.service.app import create_app
+
+    from .conftest import KEYS
+
+    class Broken:
+        def extract(self, conversation, schema):
+            raise ExtractionError("model returned an invalid tool call twice")
+
+    memory.extractor = Broken()
+    with TestClient(create_app(lambda: memory, KEYS)) as c:  # also: a factory, not an instance
+        r = c.post(f"{U}/conversations", json=conversation("c1", "I love Italian food."), headers=A)
+    assert r.status_code == 502 and "invalid tool call" in r.json()["detail"]
+    assert memory.store.users() == []

@@ -33,11 +33,11 @@ def _structured(result) -> dict:
     return json.loads(result.content[0].text)
 
 
-async def _session(db, tenant, script):
+async def _session(db, tenant, script, args=None):
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    params = StdioServerParameters(command=sys.executable, args=["-c", SERVER, str(db), tenant])
+    params = StdioServerParameters(command=sys.executable, args=args or ["-c", SERVER, str(db), tenant])
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -71,3 +71,14 @@ def test_add_and_recall_over_stdio(tmp_path):
         assert store.users() == ["agent:alice"]
     finally:
         store.close()
+
+
+def test_cli_serve_mcp_speaks_the_protocol(tmp_path):
+    """`boundmem serve mcp` itself (the command an agent framework is configured with) answers list_tools."""
+    args = ["-m", "boundmem.cli", "serve", "mcp", "--db", str(tmp_path / "cli.db"), "--tenant", "agent",
+            "--extractor", "keyword", "--maintainer", "rules"]
+
+    async def script(s):
+        return {t.name for t in (await s.list_tools()).tools}
+
+    assert {"add", "recall"} <= anyio.run(_session, None, None, script, args)

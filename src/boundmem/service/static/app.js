@@ -183,6 +183,8 @@ document.addEventListener("DOMContentLoaded", () => {
   // #key=...&user=... lets an operator hand out a direct link; drop it from the address bar at once
   const frag = new URLSearchParams(window.location.hash.slice(1));
   if (frag.get("key")) $("key").value = frag.get("key");
+  const query = new URLSearchParams(window.location.search);
+  if (query.get("user")) $("user").value = query.get("user"); // the user id may be in the query; the key never should
   if (frag.get("user")) $("user").value = frag.get("user");
   if (window.location.hash) history.replaceState(null, "", window.location.pathname + window.location.search);
   if ($("key").value && $("user").value) load();
