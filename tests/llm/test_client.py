@@ -213,3 +213,34 @@ def test_temperature_can_be_left_out(fake, make_client, monkeypatch):
     monkeypatch.setenv("BOUNDMEM_LLM_TEMPERATURE", "none")
     LLMClient.from_env().call_tool(MSGS, TOOL)
     assert "temperature" not in fake.requests[1].json
+
+
+def test_named_tool_choice_rejected_falls_back_to_required(fake, make_client):
+    fake.push(status(400, "tool_choice must be one of auto, none, required"), tool_call("get_x", {"x": 1}),
+              tool_call("get_x", {"x": 2}))
+    c = make_client()
+    assert c.call_tool(MSGS, TOOL) == {"x": 1}
+    assert c.call_tool(MSGS, TOOL) == {"x": 2}
+    assert [r.json["tool_choice"] for r in fake.requests] == [
+        {"type": "function", "function": {"name": "get_x"}}, "required", "required"]
+
+
+def test_other_400_is_not_masked_by_the_fallback(fake, make_client):
+    fake.push(status(400, "context length exceeded"))
+    with pytest.raises(LLMError, match="context length"):
+        make_client().call_tool(MSGS, TOOL)
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("text", ['{"name": "get_x", "arguments": {"x": 4}}',
+                                  '```json\n{"name": "get_x", "parameters": {"x": 4}}\n```'])
+def test_tool_call_written_as_text_is_accepted(fake, make_client, text):
+    fake.push(content(text))
+    assert make_client().call_tool(MSGS, TOOL) == {"x": 4}
+
+
+@pytest.mark.parametrize("text", ['{"name": "get_z", "arguments": {}}', '{"x": 4}', 'Sure: {"name": "get_x"}'])
+def test_other_json_text_is_still_no_tool_call(fake, make_client, text):
+    fake.push(content(text))
+    with pytest.raises(LLMNoToolCall):
+        make_client().call_tool(MSGS, TOOL)

@@ -106,10 +106,8 @@ class LLMClient:
         self.temperature = temperature
         self.usage = LLMUsage()
         self._lock = threading.Lock()
-        if azure_endpoint:
-            self.endpoint = _public_url(azure_endpoint)
-        else:
-            self.endpoint = _public_url(base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL)
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None  # the SDK's own variable, made explicit
+        self.endpoint = _public_url(azure_endpoint or base_url or OPENAI_URL)
         if not api_key:
             if base_url is None and azure_endpoint is None:
                 raise LLMError("no API key: set OPENAI_API_KEY or BOUNDMEM_LLM_API_KEY (a local server given by "
@@ -123,6 +121,7 @@ class LLMClient:
         else:
             self._sdk = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=self.timeout, max_retries=0)
         self._openai = openai
+        self._named_choice = True
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "LLMClient":
@@ -157,8 +156,15 @@ class LLMClient:
     def call_tool(self, messages: Messages, tool: dict) -> dict[str, Any]:
         """Force the model to call `tool`; return its arguments as a dict."""
         tool = _as_tool(tool)
-        name = _tool_name(tool)
-        return self.tool_call(messages, [tool], {"type": "function", "function": {"name": name}}).arguments
+        if self._named_choice:
+            try:
+                return self.tool_call(messages, [tool], {"type": "function", "function": {"name": _tool_name(tool)}}).arguments
+            except LLMError as e:
+                # some local servers accept only "auto"/"required"/"none"; with one tool offered, "required" is the same
+                if e.status != 400 or "tool_choice" not in str(e):
+                    raise
+                self._named_choice = False
+        return self.tool_call(messages, [tool], "required").arguments
 
     def choose_tool(self, messages: Messages, tools: list[dict]) -> tuple[str, dict[str, Any]]:
         """Make the model call exactly one of `tools` (tool_choice="required"); return (name, arguments)."""
@@ -173,12 +179,16 @@ class LLMClient:
         msg = self._message(resp)
         content = msg.content or ""
         calls = getattr(msg, "tool_calls", None) or []
-        if not calls:
-            self._failed()
-            raise LLMNoToolCall("the model answered without calling a tool" + (f": {content[:200]!r}" if content else ""),
-                                raw=content, model=self.model, endpoint=self.endpoint)
-        fn = calls[0].function
-        name, raw_args = (fn.name or ""), fn.arguments
+        if calls:
+            fn = calls[0].function
+            name, raw_args = (fn.name or ""), fn.arguments
+        else:
+            written = _call_in_text(content, offered)
+            if written is None:
+                self._failed()
+                raise LLMNoToolCall("the model answered without calling a tool" + (f": {content[:200]!r}" if content else ""),
+                                    raw=content, model=self.model, endpoint=self.endpoint)
+            name, raw_args = written
         if name not in offered:
             self._failed()
             raise LLMUnknownTool(f"the model called tool {name!r}, which was not offered (offered: {sorted(offered)})",
@@ -305,3 +315,25 @@ def _retry_after(response) -> Optional[float]:
         return float(v) if v is not None else None
     except (TypeError, ValueError):
         return None
+
+
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
+
+
+def _call_in_text(content: str, offered: set[str]) -> Optional[tuple[str, Any]]:
+    """A tool call the server left in the text (vLLM or llama.cpp without a tool parser):
+    the whole answer is one JSON object {"name": <offered tool>, "arguments"|"parameters": {...}}."""
+    text = content.strip()
+    m = _FENCE.match(text)
+    if m:
+        text = m.group(1)
+    if not text.startswith("{"):
+        return None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict) or obj.get("name") not in offered:
+        return None
+    args = obj.get("arguments", obj.get("parameters"))
+    return (obj["name"], args) if isinstance(args, (dict, str)) else None
