@@ -157,7 +157,7 @@ def test_backoff_is_bounded():
 
 
 def test_complete_plain_and_json_mode(fake, make_client):
-    fake.push(content("hello"), content('{"a": 1}'), content("not json"))
+    fake.push(content("hello"), content('{"a": 1}'), content("not json"), content('```json\n{"b": 2}\n```'))
     c = make_client()
     assert c.complete(MSGS) == "hello"
     assert "response_format" not in fake.requests[0].json and "tools" not in fake.requests[0].json
@@ -165,7 +165,9 @@ def test_complete_plain_and_json_mode(fake, make_client):
     assert fake.requests[1].json["response_format"] == {"type": "json_object"}
     with pytest.raises(LLMOutputError, match="not JSON"):
         c.complete(MSGS, json_mode=True)
-    assert c.usage.calls == 3 and c.usage.prompt_tokens == 30 and c.usage.completion_tokens == 15
+    assert c.complete(MSGS, json_mode=True) == '{"b": 2}'
+    assert c.usage.calls == 4 and c.usage.prompt_tokens == 40 and c.usage.completion_tokens == 20
+    assert c.usage.failures == 1
 
 
 def test_from_env(monkeypatch, fake):

@@ -197,10 +197,13 @@ class LLMClient:
         return ToolCallResult(name=name, arguments=args, content=content)
 
     def complete(self, messages: Messages, json_mode: bool = False) -> str:
-        """Plain text answer; with json_mode the server is asked for a JSON object and the text is checked to be one."""
+        """Plain text answer. With json_mode the server is asked for a JSON object, a ```json fence is removed,
+        and the text is checked to be JSON (LLMOutputError otherwise)."""
         extra = {"response_format": {"type": "json_object"}} if json_mode else {}
         text = self._message(self._create(messages=list(messages), **extra)).content or ""
         if json_mode:
+            m = _FENCE.match(text.strip())  # some models fence JSON even in JSON mode
+            text = m.group(1) if m else text
             try:
                 json.loads(text)
             except json.JSONDecodeError as e:
