@@ -31,7 +31,7 @@ def test_serve_starts_uvicorn_with_the_keys_file(tmp_path):
     keys.write_text(f'[keys]\n"{KEY_A}" = "acme"\n')
     port = _free_port()
     proc = subprocess.Popen([*CLI, "--db", str(tmp_path / "s.db"), "--keys", str(keys), "--host", "127.0.0.1",
-                             "--port", str(port), "--extractor", "keyword", "--maintainer", "rules"],
+                             "--port", str(port), "--extractor", "keyword", "--maintainer", "rules", "--lazy"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -180,7 +180,7 @@ def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str]) -> FastA
         try:
             return mem.schema.resolve_prefix(category)
         except UnknownCategoryError as e:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown category {category!r}: {e}") from e
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown category {category!r} in schema {mem.schema.name!r}") from e
 
     NOT_FOUND = {404: {"model": ErrorOut}}
 

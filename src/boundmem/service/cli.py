@@ -38,7 +38,9 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
           keys: Optional[Path] = typer.Option(os.environ.get("BOUNDMEM_KEYS"), "--keys",
                                               help="Keys file (TOML or JSON) mapping API key -> tenant (env BOUNDMEM_KEYS)."),
           host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8000, "--port"),
-          extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER):
+          extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER,
+          warm: bool = typer.Option(True, "--warm/--lazy", help="Load the models before accepting requests (default), "
+                                                                 "or on the first request.")):
     """Serve the REST API (/docs, /openapi.json) and the transparency page (/ui)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -52,6 +54,11 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
     except KeysFileError as e:
         _fail(str(e))
     factory = _memory_factory(db, schema, extractor, maintainer, embedder)
+    if warm:  # so the first user does not wait for a model load
+        typer.echo("loading models ...", err=True)
+        mem = factory()
+        mem.embedder.embed(["warm up"])
+        factory = mem
     import uvicorn
 
     typer.echo(f"boundmem serving {len(ring.tenants)} tenant(s) on http://{host}:{port} (page: /ui, API docs: /docs)", err=True)
