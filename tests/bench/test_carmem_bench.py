@@ -130,6 +130,8 @@ class ScriptedExtractor:
         cands, tries = self.script[cid]
         if tries is None:
             raise ExtractionError("scripted invalid output")
+        if tries == "crash":
+            raise ConnectionError("scripted network failure")
         self.last_valid_at_try = tries
         return [c for c in cands if schema.allows(c.path)]
 
@@ -157,7 +159,7 @@ def scripted_run(tmp_path_factory, shared_data, schema):
     script = {a.id: ([gt(a)], 1),           # correct
               b.id: ([], None),             # invalid output
               c.id: ([gt(c), bright], 2),   # correct + an extra in another main category, after a retry
-              d.id: ([], 1),                # nothing
+              d.id: ([], "crash"),          # the extractor crashes (e.g. network): counted invalid, run goes on
               e.id: ([budget], 1),          # wrong detail, same subcategory
               f.id: ([gt(f)], 1)}           # correct
     ex = ScriptedExtractor(script, negate_ok={a.id})
@@ -175,7 +177,7 @@ def test_scripted_extraction_numbers(scripted_run):
     assert ex["detail"]["precision"] == pytest.approx(.6) and ex["detail"]["recall"] == pytest.approx(.5)
     assert ex["detail"]["f1"] == pytest.approx(6 / 11) and ex["detail"]["subset_accuracy"] == pytest.approx(2 / 6)
     assert ex["main"]["subset_accuracy"] == pytest.approx(3 / 6)
-    assert ex["valid"] == {"n": 6, "first_try": 4, "after_retry": 1, "invalid": 1}
+    assert ex["valid"] == {"n": 6, "first_try": 3, "after_retry": 1, "invalid": 2, "crashed": 1}
     for lv in ("main", "sub", "detail"):
         assert ex[lv]["tp"] + ex[lv]["fn"] == 6 == res["counts"]["conversations"]
 
@@ -183,7 +185,7 @@ def test_scripted_extraction_numbers(scripted_run):
 def test_scripted_out_of_schema(scripted_run):
     res, _, items = scripted_run
     o = res["summary"]["out_of_schema"]
-    assert (o["withheld"], o["invalid"], o["leaked_preferences"], o["leaks_same_main"], o["leaks_other_main"]) == (5, 1, 1, 0, 1)
+    assert (o["withheld"], o["invalid"], o["leaked_preferences"], o["leaks_same_main"], o["leaks_other_main"]) == (5, 2, 1, 0, 1)
     assert o["leaks_by_sub"] == {"vehicle_settings_and_comfort/lighting_and_ambience": 1}
     leaked = [r for r in res["items"]["out_of_schema"] if not r["withheld"]]
     assert [r["id"] for r in leaked] == [items[2].id]

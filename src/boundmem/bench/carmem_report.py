@@ -114,7 +114,8 @@ def render_report(res: dict, watch: Stopwatch, machine: dict, images: dict[str, 
     rep.para(f"Micro-averaged over {v['n']} conversations, one truth each; extra extractions are false positives, "
              f"nothing extracted or invalid output a false negative; Favorite Songs counted as Favorite Artists/Bands. "
              f"Valid structured output: first try {v['first_try']}/{v['n']}, after one retry {v['after_retry']}, "
-             f"never {v['invalid']}. Preferences extracted: {ex['extracted_total']}; conversations with none "
+             f"never {v['invalid']}" + (f" (of which {v['crashed']} raised another error)" if v.get("crashed") else "")
+             + f". Preferences extracted: {ex['extracted_total']}; conversations with none "
              f"{ex['none_extracted']}, with exactly one label {ex['one_extracted']}.")
     for key in ("confusion_sub", "confusion_detail"):
         if key in images:
