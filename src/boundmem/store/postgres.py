@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, Iterator, Optional
 
 import numpy as np
@@ -236,12 +236,41 @@ class PostgresStore:
                 self._all.append(con)
         return con
 
-    @contextmanager
-    def _locked(self, user: str) -> Iterator["psycopg.Connection"]:
+    def _query(self, sql: str, params: tuple = ()) -> list:
+        """A read outside a transaction; retried once on a fresh connection if the old one died
+        (server restart, idle timeout), which is safe because nothing was written."""
         con = self._con()
-        with con.transaction():
-            con.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_NS, user))
-            yield con
+        try:
+            return con.execute(sql, params).fetchall()
+        except psycopg.OperationalError:
+            if not con.broken or getattr(self._local, "depth", 0):
+                raise
+            return self._con().execute(sql, params).fetchall()
+
+    @contextmanager
+    def _begin(self, lock_user: Optional[str] = None) -> Iterator["psycopg.Connection"]:
+        """BEGIN (and take the user's lock); a connection found dead at BEGIN is replaced once,
+        since nothing can have been done on it yet. Later failures roll back and propagate."""
+        with ExitStack() as stack:
+            for attempt in (1, 2):
+                con = self._con()
+                try:
+                    stack.enter_context(con.transaction())
+                    if lock_user is not None:
+                        con.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_NS, lock_user))
+                    break
+                except psycopg.OperationalError:
+                    if attempt == 2 or not con.broken:
+                        raise
+                    stack.pop_all()  # abandon the dead connection's transaction; _con() replaces it
+            self._local.depth = getattr(self._local, "depth", 0) + 1
+            try:
+                yield con
+            finally:
+                self._local.depth -= 1
+
+    def _locked(self, user: str):
+        return self._begin(lock_user=user)
 
     @contextmanager
     def transaction(self, user: str) -> Iterator[_PgTx]:
@@ -253,20 +282,17 @@ class PostgresStore:
     # --- reads ------------------------------------------------------------------------------
     def preferences(self, user: str, prefix: Optional[str] = None) -> list[Preference]:
         cond, params = _prefix_sql(prefix or "")
-        rows = self._con().execute(f"SELECT {_COLS} FROM preferences WHERE user_id=%s AND {cond} {_ORDER}",
-                                   (user, *params)).fetchall()
+        rows = self._query(f"SELECT {_COLS} FROM preferences WHERE user_id=%s AND {cond} {_ORDER}", (user, *params))
         return [_row_to_pref(r) for r in rows]
 
     def get(self, user: str, pref_id: str) -> Preference:
-        r = self._con().execute(f"SELECT {_COLS} FROM preferences WHERE id=%s AND user_id=%s",
-                                (pref_id, user)).fetchone()
-        if r is None:
+        rows = self._query(f"SELECT {_COLS} FROM preferences WHERE id=%s AND user_id=%s", (pref_id, user))
+        if not rows:
             raise NotFoundError(f"no preference {pref_id!r} for user {user!r}")
-        return _row_to_pref(r)
+        return _row_to_pref(rows[0])
 
     def vectors(self, user: str) -> tuple[list[Preference], np.ndarray]:
-        rows = self._con().execute(f"SELECT {_COLS}, embedding FROM preferences WHERE user_id=%s {_ORDER}",
-                                   (user,)).fetchall()
+        rows = self._query(f"SELECT {_COLS}, embedding FROM preferences WHERE user_id=%s {_ORDER}", (user,))
         return [_row_to_pref(r) for r in rows], stack(user, [_vec(r[10]) for r in rows])
 
     def search(self, user, query, k, exclude_prefixes=()) -> list[tuple[Preference, float]]:
@@ -279,34 +305,31 @@ class PostgresStore:
             conds.append(f"NOT ({c})")
             params += p
         where = " AND ".join(["user_id=%s", *conds])
-        con = self._con()
         try:
-            rows = con.execute(f"SELECT {_COLS}, embedding <#> %s AS d FROM preferences WHERE {where} "
-                               f"ORDER BY d, created_at, seq LIMIT %s", (q, user, *params, k)).fetchall()
+            rows = self._query(f"SELECT {_COLS}, embedding <#> %s AS d FROM preferences WHERE {where} "
+                               f"ORDER BY d, created_at, seq LIMIT %s", (q, user, *params, k))
         except psycopg.errors.DataException as e:
             if "dimensions" not in str(e):
                 raise
-            r = con.execute("SELECT vector_dims(embedding) FROM preferences WHERE user_id=%s LIMIT 1",
+            r = self._con().execute("SELECT vector_dims(embedding) FROM preferences WHERE user_id=%s LIMIT 1",
                             (user,)).fetchone()
             raise dim_mismatch(user, r[0] if r else -1, len(q)) from e
         return [(_row_to_pref(r), -float(r[10])) for r in rows]
 
     def opt_outs(self, user: str) -> list[str]:
-        return [r[0] for r in self._con().execute("SELECT prefix FROM opt_outs WHERE user_id=%s ORDER BY prefix",
-                                                  (user,))]
+        return [r[0] for r in self._query("SELECT prefix FROM opt_outs WHERE user_id=%s ORDER BY prefix", (user,))]
 
     def audit(self, user: str) -> list[AuditEntry]:
-        rows = self._con().execute("SELECT seq, user_id, op, preference_id, before, after, cause, at FROM audit "
-                                   "WHERE user_id=%s ORDER BY seq", (user,)).fetchall()
+        rows = self._query("SELECT seq, user_id, op, preference_id, before, after, cause, at FROM audit "
+                           "WHERE user_id=%s ORDER BY seq", (user,))
         return [AuditEntry(seq=r[0], user=r[1], op=r[2], preference_id=r[3], before=r[4], after=r[5], cause=r[6],
                            at=r[7]) for r in rows]
 
     def users(self) -> list[str]:
-        return [r[0] for r in self._con().execute("SELECT id FROM users ORDER BY id")]
+        return [r[0] for r in self._query("SELECT id FROM users ORDER BY id")]
 
     def export(self, user: str) -> UserExport:
-        con = self._con()
-        with con.transaction():  # one consistent snapshot across the three reads
+        with self._begin() as con:  # one consistent snapshot across the three reads
             con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             return UserExport(user=user, exported_at=utcnow(), opt_outs=self.opt_outs(user),
                               preferences=self.preferences(user), audit=self.audit(user))

@@ -1,0 +1,137 @@
+"""PostgreSQL-only behaviour: per-user (not global) locking, concurrent schema creation, the
+factory's URL handling, recovery from a dropped connection."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("psycopg")
+pytest.importorskip("pgvector")
+
+from boundmem.schema.model import CategoryPath  # noqa: E402
+from boundmem.store.postgres import PostgresStore  # noqa: E402
+
+PATH = CategoryPath(main="entertainment", sub="music", detail="genre")
+
+
+def add(store, user, attribute, dim=4):
+    with store.transaction(user) as tx:
+        return tx.insert(PATH, attribute, "", np.ones(dim), None, "t")
+
+
+def test_different_users_do_not_wait_for_each_other(pg_url):
+    s = PostgresStore(pg_url)
+    holding, release, other_done = threading.Event(), threading.Event(), threading.Event()
+
+    def hold_a():
+        with s.transaction("a") as tx:
+            tx.insert(PATH, "jazz", "", np.ones(4), None, "t")
+            holding.set()
+            release.wait(10)
+
+    t = threading.Thread(target=hold_a)
+    t.start()
+    try:
+        assert holding.wait(10)
+        b = threading.Thread(target=lambda: (add(s, "b", "rock"), other_done.set()))
+        b.start()
+        assert other_done.wait(10), "user b's transaction waited for user a's"
+        b.join()
+        assert s.preferences("a") == []  # a's transaction is still open: not visible yet
+    finally:
+        release.set()
+        t.join(10)
+    assert [p.attribute for p in s.preferences("a")] == ["jazz"]
+    s.close()
+
+
+def test_schema_creation_is_idempotent_and_safe_when_processes_start_together(pg_url):
+    errors: list[str] = []
+    stores: list[PostgresStore] = []
+
+    def make():
+        try:
+            stores.append(PostgresStore(pg_url))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=make) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(stores) == 4
+    p = add(stores[0], "u", "jazz")
+    again = PostgresStore(pg_url)  # re-running the DDL on a live schema keeps the data and the trigger
+    assert again.preferences("u") == [p]
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        with pytest.raises(psycopg.Error, match="append-only"):
+            con.execute("DELETE FROM audit")
+        n_triggers = con.execute("SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass('audit') "
+                                 "AND NOT tgisinternal").fetchone()[0]
+    assert n_triggers == 2
+    for st in stores + [again]:
+        st.close()
+
+
+def test_factory_builds_a_postgres_store_from_a_url_with_its_own_schema(pg_admin_url):
+    """`make_store("postgresql://...")` is how the CLI and the service get a PostgresStore; a schema
+    of its own comes through the URL's options (search_path), as the module docstring advises."""
+    import psycopg
+
+    from boundmem.factory import make_store
+
+    if not pg_admin_url.startswith("postgresql://"):
+        pytest.skip("needs a URL-form connection string")
+    with psycopg.connect(pg_admin_url, autocommit=True) as con:
+        con.execute("CREATE SCHEMA IF NOT EXISTS factory_test")
+    sep = "&" if "?" in pg_admin_url else "?"
+    s = make_store(f"{pg_admin_url}{sep}options=-csearch_path%3Dfactory_test,public")
+    try:
+        assert isinstance(s, PostgresStore)
+        p = add(s, "u", "jazz")
+        assert s.get("u", p.id) == p
+        with psycopg.connect(pg_admin_url, autocommit=True) as con:
+            n = con.execute("SELECT count(*) FROM factory_test.preferences").fetchone()[0]
+        assert n == 1
+    finally:
+        s.close()
+        with psycopg.connect(pg_admin_url, autocommit=True) as con:
+            con.execute("DROP SCHEMA factory_test CASCADE")
+
+
+def test_a_dropped_connection_is_replaced_transparently(pg_url):
+    """After a server restart or an idle timeout, reads and new transactions run on a fresh connection."""
+    import psycopg
+
+    s = PostgresStore(pg_url)
+    p = add(s, "u", "jazz")
+
+    def kill_my_backend():
+        pid = s._con().info.backend_pid
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    kill_my_backend()
+    assert s.preferences("u") == [p]
+    kill_my_backend()
+    add(s, "u", "rock")
+    assert [x.attribute for x in s.preferences("u")] == ["jazz", "rock"]
+    kill_my_backend()
+    assert [a.op for a in s.export("u").audit] == ["insert", "insert"]
+    s.close()
+
+
+def test_embedding_column_takes_any_dimension_per_user(pg_url):
+    s = PostgresStore(pg_url)
+    add(s, "minilm-user", "jazz", dim=384)
+    add(s, "hash-user", "jazz", dim=256)
+    assert s.vectors("minilm-user")[1].shape == (1, 384)
+    assert s.vectors("hash-user")[1].shape == (1, 256)
+    hits = s.search("hash-user", np.ones(256), k=1)
+    assert hits[0][1] == pytest.approx(1.0, abs=1e-5)
+    s.close()
