@@ -177,6 +177,8 @@ def test_scripted_extraction_numbers(scripted_run):
     assert ex["detail"]["precision"] == pytest.approx(.6) and ex["detail"]["recall"] == pytest.approx(.5)
     assert ex["detail"]["f1"] == pytest.approx(6 / 11) and ex["detail"]["subset_accuracy"] == pytest.approx(2 / 6)
     assert ex["main"]["subset_accuracy"] == pytest.approx(3 / 6)
+    assert ex["attribute"] == {"detail_hits": 3, "attribute_correct": 3, "accuracy": 1.0}
+    assert ex["one_pref"]["n"] == 3 and ex["one_pref"]["detail"] == pytest.approx(2 / 3)  # a, e (wrong detail), f
     assert ex["valid"] == {"n": 6, "first_try": 3, "after_retry": 1, "invalid": 2, "crashed": 1}
     for lv in ("main", "sub", "detail"):
         assert ex[lv]["tp"] + ex[lv]["fn"] == 6 == res["counts"]["conversations"]

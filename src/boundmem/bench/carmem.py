@@ -24,7 +24,7 @@ from ..schema.model import CategoryPath, Schema
 from .carmem_data import CarMemItem, CarMemUser, Split, load_carmem
 from .carmem_metrics import (MaintenanceRow, RetrievalRow, expected_action, is_lost, label, label_set, maintenance_summary, micro_prf,
                              retrieval_summary, same_attribute)
-from .report import Stopwatch, machine_info, progress, track
+from .report import Stopwatch, machine_info, progress, ratio, track
 
 EXTRACTORS = ("local", "keyword", "llm")
 MAINTAINERS = ("local", "rules", "llm")
@@ -139,7 +139,9 @@ def score_extraction(item: CarMemItem, ex: Extraction) -> dict:
             "truth": {"path": str(item.path), "attribute": item.attribute, "multiple": item.multiple},
             "valid_at_try": ex.valid_at_try, "error": ex.error, "crashed": ex.crashed,
             "predicted": [_cand_json(c) for c in ex.candidates], "labels": pred, "hit": {lv: truth[lv] in pred[lv] for lv in pred},
-            "exact": {lv: pred[lv] == [truth[lv]] for lv in pred}}
+            "exact": {lv: pred[lv] == [truth[lv]] for lv in pred},
+            "attribute_correct": any(label(c.path, "detail") == truth["detail"] and same_attribute(c.attribute, item.attribute)
+                                     for c in (ex.candidates if ex.valid_at_try else []))}
 
 
 def extraction_summary(records: list[dict]) -> dict:
@@ -153,9 +155,15 @@ def extraction_summary(records: list[dict]) -> dict:
                     "after_retry": sum(r["valid_at_try"] == 2 for r in records),
                     "invalid": sum(r["valid_at_try"] is None for r in records),
                     "crashed": sum(bool(r.get("crashed")) for r in records)}
+    # beyond the paper (which scores categories only): is the attribute right where the detail category is?
+    hits = [r for r in records if r["hit"]["detail"]]
+    out["attribute"] = {"detail_hits": len(hits), "attribute_correct": sum(r["attribute_correct"] for r in hits),
+                        "accuracy": ratio(sum(r["attribute_correct"] for r in hits), len(hits))}
+    # the paper's "exactly one preference extracted" subset (its *_1_pref_* confusion matrices)
+    one = [r for r in records if len(r["labels"]["detail"]) == 1]
+    out["one_pref"] = {"n": len(one)} | {lv: ratio(sum(r["exact"][lv] for r in one), len(one)) for lv in ("main", "sub", "detail")}
     out["extracted_total"] = sum(len(r["predicted"]) for r in records)
     out["none_extracted"] = sum(1 for r in records if not r["labels"]["detail"])
-    out["one_extracted"] = sum(1 for r in records if len(r["labels"]["detail"]) == 1)
     return out
 
 

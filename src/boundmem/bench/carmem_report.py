@@ -116,7 +116,11 @@ def render_report(res: dict, watch: Stopwatch, machine: dict, images: dict[str, 
              f"Valid structured output: first try {v['first_try']}/{v['n']}, after one retry {v['after_retry']}, "
              f"never {v['invalid']}" + (f" (of which {v['crashed']} raised another error)" if v.get("crashed") else "")
              + f". Preferences extracted: {ex['extracted_total']}; conversations with none "
-             f"{ex['none_extracted']}, with exactly one label {ex['one_extracted']}.")
+             f"{ex['none_extracted']}, with exactly one detail label {ex['one_pref']['n']} (accuracy on those, main / sub / "
+             f"detail: {fmt(ex['one_pref']['main'])} / {fmt(ex['one_pref']['sub'])} / {fmt(ex['one_pref']['detail'])}). "
+             f"Not in the paper: where the detail category was found, the attribute was right in "
+             f"{ex['attribute']['attribute_correct']}/{ex['attribute']['detail_hits']} "
+             f"({fmt(ex['attribute']['accuracy'], pct=True)}).")
     for key in ("confusion_sub", "confusion_detail"):
         if key in images:
             rep.image(images[key], key.replace("_", " "))
