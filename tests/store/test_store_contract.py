@@ -386,3 +386,14 @@ def test_transactions_of_one_user_are_serialised(store):
     t1.join(10), t2.join(10)
     assert entered.is_set() and seen == ["jazz"]
     assert [p.attribute for p in store.preferences("u")] == ["jazz", "rock"]
+
+
+def test_connections_of_ended_threads_are_released(store):
+    """Thread pools recycle threads; each new thread must not leave another open connection behind."""
+    for n in range(6):
+        t = threading.Thread(target=add, args=(store, f"t{n}", MUSIC, "jazz"))
+        t.start()
+        t.join()
+    add(store, "main", MUSIC, "jazz")
+    assert len(store._all) <= 2  # the calling thread's, and at most the last ended thread's
+    assert store.users() == ["main"] + [f"t{n}" for n in range(6)]

@@ -198,7 +198,7 @@ class PostgresStore:
         self.url = url
         self.connect_timeout = connect_timeout
         self._local = threading.local()
-        self._all: list[psycopg.Connection] = []
+        self._all: list[tuple[threading.Thread, psycopg.Connection]] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._vector_info: Optional[TypeInfo] = None
@@ -231,9 +231,17 @@ class PostgresStore:
             self._pid, self._local, self._all = os.getpid(), threading.local(), []
         con = getattr(self._local, "con", None)
         if con is None or con.closed or con.broken:
+            if con is not None:
+                con.close()
             con = self._local.con = self._connect()
             with self._lock:
-                self._all.append(con)
+                # a server connection per thread: release those of threads that have ended, so a
+                # service whose pool recycles threads does not pile up idle backends
+                dead = [c for t, c in self._all if not t.is_alive() or c.closed]
+                self._all = [(t, c) for t, c in self._all if t.is_alive() and not c.closed]
+                self._all.append((threading.current_thread(), con))
+            for c in dead:
+                c.close()
         return con
 
     def _query(self, sql: str, params: tuple = ()) -> list:
@@ -371,7 +379,7 @@ class PostgresStore:
         with self._lock:
             conns, self._all = self._all, []
         if self._pid == os.getpid():
-            for c in conns:
+            for _, c in conns:
                 try:
                     c.close()
                 except Exception:

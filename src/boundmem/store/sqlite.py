@@ -177,7 +177,7 @@ class SQLiteStore:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.timeout = timeout
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._lock = threading.Lock()
         self._mem_lock = threading.RLock()  # serialises use of the one :memory: connection
         self._shared: Optional[sqlite3.Connection] = None
@@ -192,7 +192,12 @@ class SQLiteStore:
         con.execute("PRAGMA synchronous=NORMAL")
         con.execute("PRAGMA foreign_keys=ON")
         with self._lock:
-            self._all.append(con)
+            # one connection per thread: close those of threads that have ended (thread pools recycle)
+            dead = [c for t, c in self._all if not t.is_alive()]
+            self._all = [(t, c) for t, c in self._all if t.is_alive()]
+            self._all.append((threading.current_thread(), con))
+        for c in dead:
+            c.close()
         return con
 
     def _con(self) -> sqlite3.Connection:
@@ -332,7 +337,7 @@ class SQLiteStore:
         with self._lock:
             conns, self._all = self._all, []
         if self._pid == os.getpid():
-            for c in conns:
+            for _, c in conns:
                 try:
                     c.close()
                 except Exception:

@@ -150,7 +150,7 @@ def _process_writer(store_factory: Callable[[], Store], *args):
         store.close()
 
 
-def count(store: Store, writers: int, ops: int, users: int, shared_keys: int, run: str,
+def tally(store: Store, writers: int, ops: int, users: int, shared_keys: int, run: str,
           via: Via = "store") -> dict:
     """Read the store back and count against exactly what the writers were told to write."""
     shared_path, unique_path = _paths(via)
@@ -213,7 +213,7 @@ def hammer(store_factory: Callable[[], Store], writers: int = 8, ops: int = 300,
             for t in threads:
                 t.join()
             results = slots
-            counts = count(store, writers, ops, users, shared_keys, run, via)
+            counts = tally(store, writers, ops, users, shared_keys, run, via)
         finally:
             store.close()
     elif mode == "processes":
@@ -223,7 +223,7 @@ def hammer(store_factory: Callable[[], Store], writers: int = 8, ops: int = 300,
             results = [f.result() for f in futures]
         store = store_factory()
         try:
-            counts = count(store, writers, ops, users, shared_keys, run, via)
+            counts = tally(store, writers, ops, users, shared_keys, run, via)
         finally:
             store.close()
     else:
