@@ -1,0 +1,84 @@
+"""Embeddings from an OpenAI-compatible `/v1/embeddings` endpoint (OpenAI, vLLM, Ollama, LiteLLM...).
+
+The paper used OpenAI embeddings; this makes that configuration available next to the bundled
+MiniLM. Vectors of different models are not comparable, so a store must be (re)built with the
+embedder it is queried with: `name` carries the model for that check.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+
+# Output sizes of the common OpenAI models, so `dim` is known before the first request.
+KNOWN_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
+
+
+class EmbeddingError(RuntimeError):
+    pass
+
+
+class OpenAIEmbedder:
+    """`Embedder` over the openai SDK; batches requests, unit-normalises, caches per text."""
+
+    def __init__(self, model: str = "text-embedding-3-small", base_url: Optional[str] = None,
+                 api_key: Optional[str] = None, batch_size: int = 256, timeout: float = 60.0, max_retries: int = 2,
+                 client=None):
+        from openai import OpenAI  # optional dependency: only needed when this embedder is chosen
+
+        self.model = model
+        self.name = f"openai:{model}"
+        self.batch_size = batch_size
+        self._dim: Optional[int] = KNOWN_DIMS.get(model)
+        self._dim_confirmed = False  # KNOWN_DIMS is a prior; the first response is the truth
+        self._cache: dict[str, np.ndarray] = {}
+        # a local OpenAI-compatible server usually needs no key, but the SDK insists on one
+        self.client = client or OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout,
+                                       max_retries=max_retries)
+
+    @classmethod
+    def from_env(cls) -> "OpenAIEmbedder":
+        """BOUNDMEM_EMBED_MODEL (default text-embedding-3-small), BOUNDMEM_LLM_BASE_URL, OPENAI_API_KEY."""
+        return cls(model=os.environ.get("BOUNDMEM_EMBED_MODEL") or "text-embedding-3-small",
+                   base_url=os.environ.get("BOUNDMEM_LLM_BASE_URL") or None,
+                   api_key=os.environ.get("OPENAI_API_KEY") or None)
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self.embed(["dimension probe"])  # unknown model: ask once
+        assert self._dim is not None
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        for i in range(0, len(missing), self.batch_size):
+            batch = missing[i:i + self.batch_size]
+            for t, v in zip(batch, self._request(batch)):
+                self._cache[t] = v
+        if not texts:
+            return np.zeros((0, self._dim or 0), np.float32)
+        return np.vstack([self._cache[t] for t in texts])
+
+    def _request(self, batch: list[str]) -> np.ndarray:
+        # the API rejects empty strings; a single space embeds to "nothing" consistently
+        # "float" explicitly: the SDK defaults to base64, which several compatible servers lack
+        resp = self.client.embeddings.create(model=self.model, input=[t if t.strip() else " " for t in batch],
+                                             encoding_format="float")
+        data = sorted(resp.data, key=lambda d: d.index)
+        if len(data) != len(batch):
+            raise EmbeddingError(f"embedding server returned {len(data)} vectors for {len(batch)} texts")
+        sizes = {len(d.embedding) for d in data}
+        if len(sizes) != 1 or 0 in sizes:
+            raise EmbeddingError(f"embedding server returned vectors of sizes {sorted(sizes)} in one response")
+        m = np.asarray([d.embedding for d in data], dtype=np.float32)
+        if not self._dim_confirmed:
+            self._dim, self._dim_confirmed = int(m.shape[1]), True
+        elif m.shape[1] != self._dim:
+            raise EmbeddingError(f"model {self.model!r} returned {m.shape[1]}-d vectors, expected {self._dim}")
+        norms = np.linalg.norm(m, axis=1, keepdims=True)
+        if not np.all(np.isfinite(m)) or np.any(norms == 0):
+            raise EmbeddingError("embedding server returned a zero or non-finite vector")
+        return m / norms
