@@ -207,11 +207,13 @@ class PostgresStore:
             with con.transaction():
                 # several processes may start at once; CREATE ... IF NOT EXISTS is not race-free
                 con.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_LOCK_NS,))
-                for stmt in _DDL:
-                    try:
-                        con.execute(stmt)
-                    except psycopg.errors.FeatureNotSupported as e:  # pragma: no cover - server-dependent
-                        raise StoreError(f"the pgvector extension is not available on this server: {e}") from e
+                try:
+                    con.execute(_DDL[0])
+                except psycopg.Error as e:  # pragma: no cover - depends on the server
+                    raise StoreError(f"cannot enable pgvector (CREATE EXTENSION vector): {e}. Install pgvector on "
+                                     "the server, or have a superuser run CREATE EXTENSION vector in this database") from e
+                for stmt in _DDL[1:]:
+                    con.execute(stmt)
             self._vector_info = TypeInfo.fetch(con, "vector")
         finally:
             con.close()

@@ -191,7 +191,8 @@ def hammer(store_factory: Callable[[], Store], writers: int = 8, ops: int = 300,
 
     threads: one store object shared by all threads (the service's situation).
     processes: one store per process, made by `store_factory` in the child ("spawn" by default,
-    because forking a process that holds threads or a loaded model is unsafe).
+    because forking a process that holds threads or a loaded model is unsafe). With "spawn", a
+    calling *script* needs the `if __name__ == "__main__":` guard (console entry points have it).
     """
     if writers < 1 or ops < 1:
         raise ValueError("writers and ops must be >= 1")
