@@ -150,16 +150,18 @@ def test_user_ids_that_could_escape_the_namespace_are_refused(client, memory, us
     assert memory.store.users() == []
 
 
-@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong-key-wrong-key-123"}, {"Authorization": KEY_A},
-                                     {"Authorization": "Basic " + KEY_A}])
+BAD_AUTH = [{}, {"Authorization": "Bearer wrong-key-wrong-key-123"}, {"Authorization": KEY_A}, {"Authorization": "Basic " + KEY_A}]
+
+
 @pytest.mark.parametrize("method,path", [
     ("post", f"{U}/conversations"), ("post", f"{U}/recall"), ("get", f"{U}/preferences"), ("delete", f"{U}/preferences/x"),
     ("get", f"{U}/export"), ("delete", U), ("get", f"{U}/opt-outs"), ("put", f"{U}/opt-outs/music"),
     ("delete", f"{U}/opt-outs/music"), ("get", "/v1/schema"), ("get", f"{U}/schema")])
-def test_every_endpoint_needs_a_valid_key(client, memory, headers, method, path):
+def test_every_endpoint_needs_a_valid_key(client, memory, method, path):
     kw = {"json": conversation("c1", "I love Italian food.")} if path.endswith("conversations") else {}
-    r = client.request(method.upper(), path, headers=headers, **kw)
-    assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    for headers in BAD_AUTH:
+        r = client.request(method.upper(), path, headers=headers, **kw)
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", headers
     assert memory.store.users() == []
 
 

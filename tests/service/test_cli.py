@@ -31,7 +31,7 @@ def test_serve_starts_uvicorn_with_the_keys_file(tmp_path):
     keys.write_text(f'[keys]\n"{KEY_A}" = "acme"\n')
     port = _free_port()
     proc = subprocess.Popen([*CLI, "--db", str(tmp_path / "s.db"), "--keys", str(keys), "--host", "127.0.0.1",
-                             "--port", str(port), "--extractor", "keyword", "--maintainer", "rules", "--lazy"],
+                             "--port", str(port), "--extractor", "keyword", "--maintainer", "rules", "--embedder", "hash"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -46,8 +46,12 @@ def test_serve_starts_uvicorn_with_the_keys_file(tmp_path):
                 pytest.fail(f"server did not come up: {proc.stdout.read() if proc.poll() is not None else 'timeout'}")
             time.sleep(0.2)
         assert httpx.get(f"{base}/v1/users/alice/preferences").status_code == 401
-        r = httpx.get(f"{base}/v1/users/alice/preferences", headers={"Authorization": f"Bearer {KEY_A}"})
-        assert r.status_code == 200 and r.json() == {"user": "alice", "preferences": []}
+        h = {"Authorization": f"Bearer {KEY_A}"}
+        r = httpx.post(f"{base}/v1/users/alice/conversations", headers=h,
+                       json={"id": "c1", "turns": [{"role": "user", "text": "I love Italian food."}]})
+        assert r.status_code == 200, r.text
+        r = httpx.get(f"{base}/v1/users/alice/preferences", headers=h)
+        assert [(p["attribute"], p["sentence"]) for p in r.json()["preferences"]] == [("Italian", "I love Italian food.")]
         assert httpx.get(f"{base}/v1/schema", headers={"Authorization": f"Bearer {KEY_B}"}).status_code == 401
         assert httpx.get(f"{base}/ui").status_code == 200
     finally:
