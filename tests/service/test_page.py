@@ -45,8 +45,9 @@ def server(memory):
     t.join(10)
 
 
-@pytest.fixture()
-def browser(tmp_path):
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """One chromium for the module (it is the slow part); each test starts from its own server and page."""
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
 
@@ -54,7 +55,7 @@ def browser(tmp_path):
     opts.binary_location = CHROMIUM
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1280,1400", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+                 "--disable-dev-shm-usage", "--window-size=1280,1400", f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
         opts.add_argument(flag)
     d = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
     d.implicitly_wait(0)
