@@ -22,7 +22,7 @@ prefs_app = typer.Typer(help="What is stored for a user: list, export, delete, f
 app.add_typer(schema_app, name="schema")
 app.add_typer(prefs_app, name="prefs")
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 DB = typer.Option(os.environ.get("BOUNDMEM_DB", "boundmem.db"), "--db", help="SQLite file or postgresql:// URL (env BOUNDMEM_DB).")
 SCHEMA = typer.Option(None, "--schema", help="Schema file (.yaml or CarMem .csv); default: built-in in-car schema.")
