@@ -120,3 +120,61 @@ def test_delete_other_users_preference_fails(mem):
     with pytest.raises(NotFoundError):
         mem.delete("bob", pid)
     assert len(mem.preferences("alice")) == 1
+
+
+class LockProbingMaintainer(RuleMaintainer):
+    """Records whether the store's write lock was free while deciding (a slow LLM must not hold it)."""
+
+    def __init__(self, db):
+        self.db, self.lock_free = db, []
+
+    def decide(self, candidate, existing, detail):
+        import sqlite3
+
+        con = sqlite3.connect(self.db, timeout=0, isolation_level=None)
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            con.execute("ROLLBACK")
+            self.lock_free.append(True)
+        except sqlite3.OperationalError:
+            self.lock_free.append(False)
+        finally:
+            con.close()
+        return super().decide(candidate, existing, detail)
+
+
+def test_maintainer_decides_outside_the_write_lock(tmp_path, schema, hash_embedder):
+    db = tmp_path / "m.db"
+    probe = LockProbingMaintainer(db)
+    m = Memory(schema=schema, store=SQLiteStore(db), extractor=ScriptedExtractor(), maintainer=probe, embedder=hash_embedder)
+    m.extractor.next = [Candidate(path=CUISINE, attribute="Italian", sentence="Italian"),
+                        Candidate(path=CUISINE, attribute="Italian", sentence="Italian again")]
+    r = m.add(conv(), "u")
+    # the second candidate saw the first one's pending insert: one row, then a pass on it
+    assert [d.action for d in r.decisions] == ["insert", "pass"] and r.decisions[1].target == r.decisions[0].target
+    assert probe.lock_free == [True, True] and len(m.preferences("u")) == 1
+
+
+class InterferingMaintainer(RuleMaintainer):
+    """While the first decision is being made, another writer stores the same preference."""
+
+    def __init__(self, other: Memory):
+        self.other, self.calls = other, 0
+
+    def decide(self, candidate, existing, detail):
+        self.calls += 1
+        if self.calls == 1:
+            self.other.apply([candidate], "u", "concurrent")
+        return super().decide(candidate, existing, detail)
+
+
+def test_concurrent_write_between_decision_and_commit_is_seen(tmp_path, schema, hash_embedder):
+    db = tmp_path / "m.db"
+    other = Memory(schema=schema, store=SQLiteStore(db), extractor=ScriptedExtractor(), maintainer=RuleMaintainer(),
+                   embedder=hash_embedder)
+    m = Memory(schema=schema, store=SQLiteStore(db), extractor=ScriptedExtractor(), maintainer=InterferingMaintainer(other),
+               embedder=hash_embedder)
+    m.extractor.next = [Candidate(path=CUISINE, attribute="Italian", sentence="I love Italian")]
+    r = m.add(conv(), "u")
+    assert [d.action for d in r.decisions] == ["pass"]  # re-decided under the lock: no duplicate
+    assert [p.conversation_id for p in m.preferences("u")] == ["concurrent"]

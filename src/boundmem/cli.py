@@ -94,9 +94,15 @@ def ingest(file: Path, user: str = USER, db: str = DB, schema: Optional[Path] = 
         convs = read_conversations(file)
     except ConversationFileError as e:
         _fail(str(e))
+    from .extract.base import ExtractionError
+    from .llm.errors import LLMError
+
     mem = _memory(db, schema, extractor, maintainer, embedder)
-    for c in convs:
-        r = mem.add(c, user)
+    for i, c in enumerate(convs):
+        try:
+            r = mem.add(c, user)
+        except (ExtractionError, LLMError) as e:
+            _fail(f"{c.id}: {e} (nothing stored from it; {i} earlier conversation(s) of this file were stored)")
         for d in r.decisions:
             console.print(f"{c.id}: [bold]{d.action}[/bold] {d.candidate.path} = {d.candidate.attribute!r}")
         for b in r.blocked:

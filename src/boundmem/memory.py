@@ -7,11 +7,11 @@ from typing import Optional
 
 from .extract.base import Extractor
 from .maintain.base import Maintainer, enforce_multiplicity
-from .models import Candidate, Conversation, Decision, IngestResult, Preference, RecallHit, UserExport
+from .models import Candidate, Conversation, Decision, IngestResult, Preference, RecallHit, UserExport, utcnow
 from .retrieve.embed import Embedder
 from .retrieve.retriever import Retriever
 from .retrieve.text import enriched_text
-from .schema.model import Schema
+from .schema.model import CategoryPath, Schema
 from .store.base import OptedOutError, Store
 
 
@@ -64,14 +64,22 @@ class Memory:
             return result
         vecs = self.embedder.embed([enriched_text(ref.detail, c.attribute, c.sentence) for c, ref in allowed])
         cause_base = f"conversation {conversation_id}" if conversation_id else "direct"
+        # Decide before taking the write lock: an LLM maintainer may take seconds, and holding the
+        # store's write transaction that long would stall every other writer.
+        decisions, seen = self._plan(allowed, lambda path: self.store.preferences(user, str(path)), user, conversation_id)
         with self.store.transaction(user) as tx:
-            for (c, ref), vec in zip(allowed, vecs):
-                existing = tx.preferences(c.path)
-                d = enforce_multiplicity(self.maintainer.decide(c, existing, ref.detail), existing, ref.detail)
+            if any(_signature(tx.preferences(CategoryPath.model_validate_json(k))) != sig for k, sig in seen.items()):
+                # someone wrote to these categories meanwhile: decide again, now under the lock
+                decisions, _ = self._plan(allowed, tx.preferences, user, conversation_id)
+            real_ids: dict[str, str] = {}
+            for (c, ref), vec, d in zip(allowed, vecs, decisions):
+                if d.target in real_ids:
+                    d = d.model_copy(update={"target": real_ids[d.target]})
                 cause = f"{d.action} from {cause_base}: {d.reason}".strip()
                 try:
                     if d.action in ("insert", "append"):
                         p = tx.insert(c.path, c.attribute, c.sentence, vec, conversation_id, cause)
+                        real_ids[d.target or ""] = p.id
                         d = d.model_copy(update={"target": p.id})
                     elif d.action == "update":
                         tx.replace(d.target, c.attribute, c.sentence, vec, conversation_id, cause)
@@ -83,6 +91,33 @@ class Memory:
                     continue
                 result.decisions.append(d)
         return result
+
+    def _plan(self, allowed, read, user: str, conversation_id: Optional[str]):
+        """Maintenance decisions in candidate order, each seeing what the earlier ones of this ingest would write.
+
+        Returns the decisions (inserts carry a placeholder target "pending-i") and, per category read,
+        the signature of what was read, so the writer can tell whether it is still current.
+        """
+        views: dict[str, list[Preference]] = {}
+        seen: dict[str, tuple] = {}
+        decisions: list[Decision] = []
+        for i, (c, ref) in enumerate(allowed):
+            key = c.path.model_dump_json()
+            if key not in views:
+                views[key] = list(read(c.path))
+                seen[key] = _signature(views[key])
+            existing = views[key]
+            d = enforce_multiplicity(self.maintainer.decide(c, list(existing), ref.detail), existing, ref.detail)
+            now = utcnow()
+            if d.action in ("insert", "append"):
+                d = d.model_copy(update={"target": f"pending-{i}"})
+                existing.append(Preference(id=d.target, user=user, path=c.path, attribute=c.attribute, sentence=c.sentence,
+                                           conversation_id=conversation_id, created_at=now, updated_at=now))
+            elif d.action == "update":
+                existing[:] = [p.model_copy(update={"attribute": c.attribute, "sentence": c.sentence, "updated_at": now})
+                               if p.id == d.target else p for p in existing]
+            decisions.append(d)
+        return decisions, seen
 
     # --- reading ------------------------------------------------------------------------
     def recall(self, utterance: str, user: str, k: Optional[int] = 5) -> list[RecallHit]:
@@ -109,3 +144,7 @@ class Memory:
 
     def forget(self, user: str) -> int:
         return self.store.forget(user, cause="user asked to be forgotten")
+
+
+def _signature(prefs: list[Preference]) -> tuple:
+    return tuple(sorted((p.id, p.updated_at.isoformat()) for p in prefs))
