@@ -1,0 +1,151 @@
+"""CAIM's SQLite file: per-user short-term memory (the open session) and long-term thoughts.
+
+Its own tables (prefixed caim_) so it can share a file with the preference store or live alone, and so the
+`boundmem caim` CLI works across processes. Every query carries the user id, and each post-thinking run is one
+IMMEDIATE transaction: a crash or a bad LLM reply mid-way leaves long-term memory as it was.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import uuid
+from contextlib import contextmanager
+from datetime import date
+from pathlib import Path
+from typing import Iterator, Union
+
+from .base import DialogueTurn
+from .models import Thought, ThoughtDraft, utcnow
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS caim_users (id TEXT PRIMARY KEY, created_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS caim_thoughts (
+  id TEXT PRIMARY KEY, user TEXT NOT NULL REFERENCES caim_users(id), text TEXT NOT NULL, tags TEXT NOT NULL,
+  day TEXT NOT NULL, sources TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS caim_thoughts_user ON caim_thoughts(user, day);
+CREATE TABLE IF NOT EXISTS caim_stm (
+  user TEXT NOT NULL REFERENCES caim_users(id), seq INTEGER NOT NULL, day TEXT NOT NULL, turn_id TEXT NOT NULL,
+  query TEXT NOT NULL, response TEXT NOT NULL, PRIMARY KEY (user, seq));
+"""
+_COLS = "id, user, text, tags, day, sources, created_at, updated_at"
+
+
+class NotFound(KeyError):
+    pass
+
+
+def _row(r) -> Thought:
+    return Thought(id=r[0], user=r[1], text=r[2], tags=tuple(json.loads(r[3])), timestamp=date.fromisoformat(r[4]),
+                   source_turn_ids=tuple(json.loads(r[5])), created_at=r[6], updated_at=r[7])
+
+
+class CAIMTx:
+    """One user's view inside a transaction; it cannot address another user's rows."""
+
+    def __init__(self, con: sqlite3.Connection, user: str):
+        self.con, self.user = con, user
+
+    def _ensure_user(self) -> None:
+        self.con.execute("INSERT OR IGNORE INTO caim_users(id, created_at) VALUES (?, ?)", (self.user, utcnow().isoformat()))
+
+    # long-term memory
+    def thoughts(self) -> list[Thought]:
+        rows = self.con.execute(f"SELECT {_COLS} FROM caim_thoughts WHERE user=? ORDER BY day, created_at, id",
+                                (self.user,))
+        return [_row(r) for r in rows]
+
+    def get(self, thought_id: str) -> Thought:
+        r = self.con.execute(f"SELECT {_COLS} FROM caim_thoughts WHERE id=? AND user=?", (thought_id, self.user)).fetchone()
+        if r is None:
+            raise NotFound(f"no thought {thought_id!r} for user {self.user!r}")
+        return _row(r)
+
+    def insert(self, d: ThoughtDraft) -> Thought:
+        self._ensure_user()
+        now = utcnow()
+        t = Thought(id=uuid.uuid4().hex, user=self.user, created_at=now, updated_at=now, **d.model_dump())
+        self.con.execute(f"INSERT INTO caim_thoughts({_COLS}) VALUES (?,?,?,?,?,?,?,?)",
+                         (t.id, self.user, t.text, json.dumps(list(t.tags)), t.timestamp.isoformat(),
+                          json.dumps(list(t.source_turn_ids)), now.isoformat(), now.isoformat()))
+        return t
+
+    def update(self, thought_id: str, *, text: str, tags: tuple[str, ...], timestamp: date,
+               sources: tuple[str, ...]) -> Thought:
+        self.get(thought_id)
+        now = utcnow().isoformat()
+        self.con.execute("UPDATE caim_thoughts SET text=?, tags=?, day=?, sources=?, updated_at=? WHERE id=? AND user=?",
+                         (text, json.dumps(list(tags)), timestamp.isoformat(), json.dumps(list(sources)), now,
+                          thought_id, self.user))
+        return self.get(thought_id)
+
+    def delete(self, thought_id: str) -> Thought:
+        t = self.get(thought_id)
+        self.con.execute("DELETE FROM caim_thoughts WHERE id=? AND user=?", (thought_id, self.user))
+        return t
+
+    # short-term memory
+    def stm(self) -> list[tuple[date, DialogueTurn]]:
+        rows = self.con.execute("SELECT day, turn_id, query, response FROM caim_stm WHERE user=? ORDER BY seq", (self.user,))
+        return [(date.fromisoformat(r[0]), DialogueTurn(id=r[1], query=r[2], response=r[3])) for r in rows]
+
+    def push(self, day: date, turn: DialogueTurn) -> None:
+        self._ensure_user()
+        seq = self.con.execute("SELECT COALESCE(MAX(seq), -1) + 1 FROM caim_stm WHERE user=?", (self.user,)).fetchone()[0]
+        self.con.execute("INSERT INTO caim_stm(user, seq, day, turn_id, query, response) VALUES (?,?,?,?,?,?)",
+                         (self.user, seq, day.isoformat(), turn.id, turn.query, turn.response))
+
+    def clear_stm(self) -> int:
+        return self.con.execute("DELETE FROM caim_stm WHERE user=?", (self.user,)).rowcount
+
+    def forget(self) -> int:
+        n = self.con.execute("DELETE FROM caim_thoughts WHERE user=?", (self.user,)).rowcount
+        self.clear_stm()
+        self.con.execute("DELETE FROM caim_users WHERE id=?", (self.user,))
+        return n
+
+
+class CAIMStore:
+    """SQLite persistence for CAIM. ":memory:" works for benchmarks and tests."""
+
+    def __init__(self, path: Union[str, Path] = ":memory:"):
+        self.path = str(path)
+        self._con = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._lock = threading.RLock()
+        if self.path != ":memory:":
+            self._con.execute("PRAGMA journal_mode=WAL")
+        self._con.execute("PRAGMA foreign_keys=ON")
+        self._con.executescript(_DDL)
+
+    @contextmanager
+    def tx(self, user: str) -> Iterator[CAIMTx]:
+        if not user or not str(user).strip():
+            raise ValueError("user id is empty")
+        with self._lock:
+            self._con.execute("BEGIN IMMEDIATE")
+            try:
+                yield CAIMTx(self._con, user)
+            except BaseException:
+                self._con.execute("ROLLBACK")
+                raise
+            else:
+                self._con.execute("COMMIT")
+
+    def thoughts(self, user: str) -> list[Thought]:
+        with self.tx(user) as t:
+            return t.thoughts()
+
+    def stm(self, user: str) -> list[tuple[date, DialogueTurn]]:
+        with self.tx(user) as t:
+            return t.stm()
+
+    def users(self) -> list[str]:
+        with self._lock:
+            return [r[0] for r in self._con.execute("SELECT id FROM caim_users ORDER BY id")]
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()
+
+
+__all__ = ["CAIMStore", "CAIMTx", "NotFound"]

@@ -1,0 +1,97 @@
+"""Review/merge of thoughts and the Python matching + relevance filter of retrieval (no model needed)."""
+from datetime import date
+
+from boundmem.caim.base import DialogueTurn
+from boundmem.caim.dates import parse_date_range
+from boundmem.caim.models import Thought
+from boundmem.caim.retrieval import EmbeddingRelevance, match
+from boundmem.caim.system import CAIM
+from boundmem.retrieve.embed import HashEmbedder
+
+TODAY = date(2023, 5, 7)
+
+
+def _turn(day, i, q, r="Okay."):
+    return DialogueTurn(id=f"{day.isoformat()}#{i}", query=q, response=r)
+
+
+def test_duplicate_is_merged_with_sources_unioned():
+    m = CAIM()
+    d1, d2 = date(2023, 4, 28), date(2023, 5, 3)
+    m.add_session("u", d1, [_turn(d1, 0, "I love spicy Sichuan food.")])
+    m.add_session("u", d2, [_turn(d2, 0, "Hello there."), _turn(d2, 1, "I love spicy Sichuan food.")])
+    ts = [t for t in m.thoughts("u") if "Sichuan" in t.text]
+    assert len(ts) == 1
+    assert ts[0].source_turn_ids == ("2023-04-28#0", "2023-05-03#1")
+    assert ts[0].timestamp == d1
+    assert ts[0].days() == {d1, d2}
+
+
+def test_contradiction_newer_wins():
+    m = CAIM()
+    d1, d2 = date(2023, 4, 28), date(2023, 5, 3)
+    m.add_session("u", d1, [_turn(d1, 0, "I like spicy Sichuan food a lot.")])
+    m.add_session("u", d2, [_turn(d2, 0, "I don't like spicy Sichuan food a lot.")])
+    ts = [t for t in m.thoughts("u") if "Sichuan" in t.text]
+    assert len(ts) == 1
+    assert "doesn't like" in ts[0].text and ts[0].timestamp == d2 and ts[0].source_turn_ids == ("2023-05-03#0",)
+
+
+def test_unrelated_thoughts_are_both_kept():
+    m = CAIM()
+    d = date(2023, 4, 28)
+    m.add_session("u", d, [_turn(d, 0, "I love spicy Sichuan food."), _turn(d, 1, "I play the guitar every evening.")])
+    assert len(m.thoughts("u")) == 2
+
+
+def _thought(i, text, tags, day, sources=None):
+    return Thought(id=f"t{i}", user="u", text=text, tags=tuple(tags), timestamp=day,
+                   source_turn_ids=tuple(sources or [f"{day.isoformat()}#0"]), created_at=TODAY, updated_at=TODAY)
+
+
+THOUGHTS = [
+    _thought(1, "AI recommended Calm and Headspace to user", ["Recommendations/Tools/app"], date(2023, 5, 4)),
+    _thought(2, "User watched Titanic", ["Activities/Media/watching"], date(2023, 5, 3)),
+    _thought(3, "User watched Inception", ["Activities/Media/watching", "Preferences/Movies/title"], date(2023, 5, 1)),
+    _thought(4, "User likes rock music", ["Preferences/Music/genre"], date(2023, 4, 27)),
+    _thought(5, "User saw a cherry tree", ["Activities/Outings/park"], date(2023, 4, 28)),
+]
+
+
+def test_match_keeps_shared_tags_only():
+    got = [c.thought.id for c in match(THOUGHTS, ["Activities/Media/watching"], None)]
+    assert set(got) == {"t2", "t3"}
+
+
+def test_match_subcategory_counts_category_alone_does_not():
+    got = {c.thought.id for c in match(THOUGHTS, ["Activities/Media/reading"], None)}
+    assert got == {"t2", "t3"}  # same subcategory; the Outings thought shares only "Activities"
+
+
+def test_match_filters_by_date_and_falls_back_to_tags():
+    may3 = parse_date_range("What movie did I watch on May 3rd?", TODAY)
+    assert [c.thought.id for c in match(THOUGHTS, ["Activities/Media/watching"], may3)] == ["t2"]
+    may6 = parse_date_range("on May 6th", TODAY)  # no watching thought that day -> tag matches stand
+    assert {c.thought.id for c in match(THOUGHTS, ["Activities/Media/watching"], may6)} == {"t2", "t3"}
+
+
+def test_relevance_filter_can_return_nothing():
+    emb = HashEmbedder()
+    rel = EmbeddingRelevance(emb, threshold=0.2)
+    cands = match(THOUGHTS, ["Activities/Media/watching"], None)
+    assert rel.filter("quantum chromodynamics lattice gauge", cands, 5) == []
+    kept = rel.filter("Did I watch Titanic?", cands, 5)
+    assert kept and kept[0].thought.id == "t2"
+    assert len(rel.filter("watched", cands, 1)) == 1  # top-k cap
+
+
+def test_retrieve_uses_tags_and_date_end_to_end():
+    m = CAIM()
+    d1, d2 = date(2023, 5, 1), date(2023, 5, 3)
+    m.add_session("u", d1, [_turn(d1, 0, "I watched the movie Inception at the cinema with friends.")])
+    m.add_session("u", d2, [_turn(d2, 0, "I watched the movie Titanic at the cinema, it was sad.")])
+    res = m.retrieve("u", "What movie did I watch on May 3rd?", TODAY, k=5)
+    assert res.retrieved and res.items
+    assert res.items[0].source_turn_ids == ("2023-05-03#0",)
+    assert all("2023-05-01#0" not in i.source_turn_ids for i in res.items)
+    assert not m.retrieve("u", "Tell me a joke.", TODAY).retrieved
