@@ -44,6 +44,7 @@ def test_songs_count_as_artists_only_at_detail_level():
 def test_attribute_matching():
     assert same_attribute("Asphalt Anthems by Gritty Lyricist (Rap)", "asphalt anthems by gritty lyricist")
     assert same_attribute("22", "22 °C") and same_attribute("Wi-Fi availability", "wi fi availability")
+    assert not same_attribute("not Italian", "Italian") and same_attribute("no Italian", "Not italian")
     assert not same_attribute("Italian", "American") and not same_attribute("AC", "HPC") and not same_attribute("", "x")
 
 

@@ -408,6 +408,9 @@ def run_carmem(cfg: CarMemConfig, components: Optional[Components] = None) -> di
 
         # 5. maintenance against the stored preferences of the truth's detail category
         with watch.stage("maintenance"):
+            # maintainers that embed (the local one's polarity model) then find the utterances in the embedder's cache
+            comp.embedder.embed(list(dict.fromkeys(t for it in items for t in (
+                it.maintenance.equal, it.maintenance.negate, it.maintenance.different))))
             maint: dict[str, list[dict]] = {"conditional": [], "end_to_end": []}
             for it in track(prog, correct, "maintenance (conditional)"):
                 maint["conditional"] += maintenance_rows(it, cond["enriched"].preferences(it.user, str(it.path)),

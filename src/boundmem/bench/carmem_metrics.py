@@ -68,11 +68,15 @@ def norm_attribute(a: str) -> str:
     return re.sub(r"[^a-z0-9]+", " ", a.lower()).strip()
 
 
+_NEGATED = re.compile(r"^(not|no|non|never|no longer|anything but) ")
+
+
 def same_attribute(a: str, b: str) -> bool:
     """Equal after normalising, or one contains the other as whole words ("22" vs "22 °C", "Yes" vs "yes please")."""
     x, y = norm_attribute(a), norm_attribute(b)
-    if not x or not y:
+    if not x or not y or bool(_NEGATED.match(x)) != bool(_NEGATED.match(y)):  # "not Italian" is not "Italian"
         return False
+    x, y = _NEGATED.sub("", x), _NEGATED.sub("", y)
     if x == y:
         return True
     short, long_ = sorted((x, y), key=len)
