@@ -164,3 +164,27 @@ def test_cli_rejects_unknown_system(shared_data, tmp_path):
     r = CliRunner().invoke(app, ["gvd", "--data", str(shared_data / "gvd"), "--out", str(tmp_path),
                                  "--systems", "memorybank,nope", "--embedder", "hash", "--quiet"])
     assert r.exit_code == 2 and "nope" in r.output
+
+
+def test_llm_answer_path_is_scored_with_polarity(shared_data):
+    """The answer prompt goes through the real client to a scripted server; its reply is what gets scored."""
+    from boundmem.bench.gvd import evaluate_question
+    from boundmem.caim.baselines import MemoryBank
+    from boundmem.llm.client import LLMClient
+    from boundmem.retrieve.embed import HashEmbedder
+    from llm.fake_openai import FakeOpenAI, content
+
+    data = load_gvd(shared_data / "gvd")
+    henry0 = next(q for q in data.questions if q.qid == "Henry_0")
+    mb = MemoryBank(HashEmbedder())  # no LLM for the memory itself: only the answer goes to the server
+    for s in data.users["Henry"].sessions:
+        mb.add_session("Henry", s.day, list(s.turns))
+    with FakeOpenAI([content("No, you said you enjoy badminton and running."), content("Yes, you don't.")]) as srv:
+        llm = LLMClient(model="m", base_url=srv.base_url, api_key="k", timeout=2.0, max_retries=0)
+        good = evaluate_question(mb, llm, henry0, data.session_date, 3)
+        bad = evaluate_question(mb, llm, henry0, data.session_date, 3)
+        prompt = srv.requests[0].text()
+    assert henry0.question in prompt and "Today is 2023-05-07" in prompt
+    assert good["items"][0]["text"][:60] in prompt  # the retrieved memories are in the prompt
+    assert (good["correctness"], good["polarity_ok"]) == (1.0, True)
+    assert (bad["correctness"], bad["polarity_ok"]) == (0.0, False)

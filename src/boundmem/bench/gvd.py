@@ -289,6 +289,10 @@ def write_outputs(out: Path, data: GVDDataset, runs: list[SystemRun], summaries:
                   [(s["system"], s["hit_at"][-1], s["mrr"], s["retrieval_rate"], s["correctness"],
                     s["storage_items"]) for s in caim_rows])
     rep.h2("Speed")
+    rep.para("All systems share one embedder and its text cache (as they would share one process), so a text already "
+             "embedded by an earlier system costs a later one nothing: compare ingest times only between systems that "
+             "store different texts (memorybank-forget reuses memorybank's documents; the CAIM variants share thoughts "
+             "when their post-thinking is deterministic). Wall times on a shared machine include waiting for the CPU.")
     rep.table(["system", "ingest s (all users)", "ms per question", "LLM failures (fell back to local)"],
               [(s["system"], s["ingest_s"], s["question_ms"], s.get("llm_failures", "–")) for s in summaries], digits=2)
     rep.h2(f"Per question (hit@{k} / correctness)")

@@ -105,9 +105,10 @@ class TiM:
 
     def add_session(self, user: str, day: date, turns: list[DialogueTurn]) -> None:
         table = self._tables.setdefault(user, _Table())
-        for turn in turns:
-            for head, text in self._think(user, day, turn):
-                self._insert(table, user, day, head, text, (turn.id,))
+        drafts = [(turn, head, text) for turn in turns for head, text in self._think(user, day, turn)]
+        self.embedder.embed([text for _, _, text in drafts])  # one batch; caching embedders then answer from cache
+        for turn, head, text in drafts:  # organised in turn order, as if thought after each reply
+            self._insert(table, user, day, head, text, (turn.id,))
 
     # --- organisation -----------------------------------------------------------------------------------------
     def _new(self, table: _Table, head: Optional[str], text: str, day: date, sources: tuple[str, ...]) -> Thought:
