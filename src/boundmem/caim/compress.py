@@ -21,7 +21,7 @@ _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'“])")
 _LEAD = re.compile(r"^((hi|hello|hey|okay|ok|oh|yes|yeah|yep|wow|haha|hmm|um|well|sure|alright|great|right|no|"
                    r"thanks|thank you|indeed|of course|i see|good|nice|exactly|really)\b[\s,!.~]*)+", re.I)
 _PLEASANTRY = re.compile(r"^(that'?s|that is|it'?s|this is|sounds|you'?re|you are|what a|how|thank|thanks|"
-                         r"nice to meet|glad to|good idea|i agree|i see|i understand|i will (try|do|keep)|i'll (try|do|keep)|"
+                         r"nice to meet|glad to|good idea|i agree|i see|i understand|i will (try|do|keep|take a look|check)|i'll (try|do|keep|take a look|check)|"
                          r"no problem|have a|goodbye|bye|see you|for (your|the|all) (kind |great |good |helpful )?(suggestions?|advice|"
                          r"recommendations?|help|tips|ideas))\b.{0,60}$", re.I)
 _AI_SMALLTALK = re.compile(r"\b(as an ai|i am an ai|i'm an ai|ai companion|i don'?t have (a physical|emotions|personal)|"

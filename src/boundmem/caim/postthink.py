@@ -3,7 +3,8 @@
 Two steps, each with a local and an LLM implementation:
 1. Extension (`Thinker`): the session's turns -> `ThoughtDraft`s (<= 3 ontology tags, session date, source
    turn ids). `LocalThinker` compresses each turn with the rules in `caim.compress` (one thought for what the user
-   said, one for what the AI recommended/advised) and tags it with a `Tagger`. `LLMThinker` uses prompt THINK.
+   said, one for what the AI recommended/advised) and tags it with a `Tagger` (an AI thought is tagged together
+   with the user's request and the turn before, which say what kind of thing was recommended). `LLMThinker` uses prompt THINK.
 2. Review (`Merger`): each draft against stored thoughts that share a tag at subcategory level.
    `LocalMerger`: cosine >= `dup` with the same polarity -> duplicate (the stored text is kept, sources unioned, the
    earliest timestamp kept); cosine >= `contra` with opposite polarity (one says not/never/dislike/no longer, the other
@@ -48,12 +49,17 @@ class LocalThinker:
 
     def think(self, turns: Sequence[DialogueTurn], day: date) -> list[ThoughtDraft]:
         out = []
+        prev = ""
         for t in turns:
-            for text in (user_thought(t, day, self.max_words), ai_thought(t, day, self.max_words)):
-                if not text:
-                    continue
-                tags = tuple(self.tagger.tags(text, 3))
-                out.append(ThoughtDraft(text=text, tags=tags, timestamp=day, source_turn_ids=(t.id,)))
+            u, a = user_thought(t, day, self.max_words), ai_thought(t, day, self.max_words)
+            if u:
+                out.append(ThoughtDraft(text=u, tags=tuple(self.tagger.tags(u, 3)), timestamp=day, source_turn_ids=(t.id,)))
+            if a:
+                # what was recommended is often only named ("The Little Prince"); the request says what kind of thing
+                context = f"{a}. {prev} {t.query}"
+                out.append(ThoughtDraft(text=a, tags=tuple(self.tagger.tags(context, 3)), timestamp=day,
+                                        source_turn_ids=(t.id,)))
+            prev = t.query
         return out
 
 
