@@ -188,8 +188,11 @@ def register(app: typer.Typer) -> None:
             if hammer and writers > 0 and ops > 0:
                 console.print(f"{writers} writers x {ops} operations on SQLite ...")
                 t = time.perf_counter()
-                res["concurrent_writers"] = {"writers": writers, "ops": ops, "result": _jsonable(
-                    hammer(lambda: SQLiteStore(work / "hammer.db"), writers, ops)), "seconds": time.perf_counter() - t}
+                from functools import partial
+
+                rep = hammer(partial(SQLiteStore, work / "hammer.db"), writers, ops)
+                res["concurrent_writers"] = {"writers": writers, "ops": ops, "result": rep.model_dump(),
+                                             "seconds": time.perf_counter() - t}
         res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         res["wall_seconds"] = time.perf_counter() - t_all
         (out / "results.json").write_text(json.dumps(res, indent=2, default=str))
@@ -197,14 +200,6 @@ def register(app: typer.Typer) -> None:
         md = _markdown(res)
         (out / "report.md").write_text(md)
         console.print(md)
-
-
-def _jsonable(x):
-    if hasattr(x, "model_dump"):
-        return x.model_dump()
-    if hasattr(x, "__dict__") and not isinstance(x, dict):
-        return dict(vars(x))
-    return x
 
 
 def _postgres_scaling(url: str, work: Path, tiers: list[int], queries: int, console) -> list[dict]:
@@ -243,5 +238,9 @@ def _markdown(res: dict) -> str:
         lines.append("")
     if "concurrent_writers" in res:
         cw = res["concurrent_writers"]
-        lines += [f"Concurrent writers: {cw['writers']} x {cw['ops']} ops in {cw['seconds']:.1f} s: {cw['result']}", ""]
+        r = cw["result"]
+        lines += [f"Concurrent writers on SQLite: {cw['writers']} x {cw['ops']} transactions in {cw['seconds']:.1f} s: "
+                  f"{'ok' if r.get('ok') else 'NOT OK'}, {r.get('tx_per_second', 0):.0f} tx/s, "
+                  f"p95 {r.get('latency_ms_p95', 0):.1f} ms; lost/duplicated: "
+                  f"{ {k: v for k, v in r.items() if any(w in k for w in ('lost', 'dup', 'missing'))} }", ""]
     return "\n".join(lines)

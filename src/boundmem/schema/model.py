@@ -8,6 +8,7 @@ be extracted, stored or recalled.
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from typing import Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -123,11 +124,21 @@ class Schema(BaseModel):
         return self
 
     # --- navigation -------------------------------------------------------------------
+    @cached_property
+    def _refs(self) -> tuple[DetailRef, ...]:
+        # built once per (immutable) schema: resolve() sits on the ingest hot path
+        return tuple(DetailRef(main=m, sub=s, detail=d) for m in self.mains for s in m.subs for d in s.details)
+
+    @cached_property
+    def _by_name(self) -> dict[str, DetailRef]:
+        idx: dict[str, DetailRef] = {}
+        for d in reversed(self._refs):  # first definition wins on a clash of key/name across subs
+            for name in (d.detail.name, d.detail.key, str(d.path)):
+                idx[name] = d
+        return idx
+
     def details(self) -> Iterator[DetailRef]:
-        for m in self.mains:
-            for s in m.subs:
-                for d in s.details:
-                    yield DetailRef(main=m, sub=s, detail=d)
+        return iter(self._refs)
 
     def counts(self) -> tuple[int, int, int]:
         return (len(self.mains), sum(len(m.subs) for m in self.mains), sum(1 for _ in self.details()))
@@ -137,9 +148,9 @@ class Schema(BaseModel):
         if isinstance(ref, CategoryPath):
             ref = str(ref)
         want = ref.strip().strip("/")
-        for d in self.details():
-            if want in (str(d.path), d.detail.key, d.detail.name) or slug(want) == d.detail.key:
-                return d
+        d = self._by_name.get(want) or self._by_name.get(slug(want))
+        if d is not None:
+            return d
         raise UnknownCategoryError(f"unknown detail category {ref!r} in schema {self.name!r}")
 
     def resolve_prefix(self, ref: str) -> str:

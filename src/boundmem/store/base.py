@@ -1,4 +1,4 @@
-"""The storage contract. SQLite and PostgreSQL implement it; tests/store_contract.py runs against both.
+"""The storage contract. SQLite and PostgreSQL implement it; tests/store/test_store_contract.py runs against both.
 
 Writes happen inside `transaction(user)`: one ingest = one transaction, serialised per user so
 that two writers deciding pass/update/append against the same stored preferences cannot both
