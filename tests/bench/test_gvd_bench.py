@@ -188,3 +188,17 @@ def test_llm_answer_path_is_scored_with_polarity(shared_data):
     assert good["items"][0]["text"][:60] in prompt  # the retrieved memories are in the prompt
     assert (good["correctness"], good["polarity_ok"]) == (1.0, True)
     assert (bad["correctness"], bad["polarity_ok"]) == (0.0, False)
+
+
+def test_harness_runs_caim_and_its_ablations(shared_data, tmp_path, hash_embedder):
+    from boundmem.bench.gvd import run_gvd
+
+    res = run_gvd(shared_data / "gvd", None, tmp_path, ["caim", "caim-nocontroller", "caim-nofilter"], k=5,
+                  embedder=hash_embedder, users=["Emily"], show_progress=False, strict=True)
+    summ = {s["system"]: s for s in res["summary"]}
+    assert set(summ) == {"caim", "caim-nocontroller", "caim-nofilter"} and res["skipped"] == {}
+    assert summ["caim-nocontroller"]["retrieval_rate"] == 1.0  # without a controller every question retrieves
+    assert summ["caim"]["storage_items"] > 0 and summ["caim"]["raw_chars"] > summ["caim"]["storage_chars"]
+    rows = json.loads((tmp_path / "results.json").read_text())["questions"]["caim"]
+    assert all(r["answer"] == (r["items"][0]["text"] if r["retrieved"] and r["items"] else "I don't remember that.")
+               for r in rows if len(r["items"][0]["text"] if r["items"] else "") < 400)

@@ -9,7 +9,6 @@ best memory contains the answer words, not what a model would say.
 """
 from __future__ import annotations
 
-import inspect
 import tempfile
 from dataclasses import dataclass, field
 from datetime import date
@@ -36,7 +35,7 @@ ANSWER_PROMPT = (
 SYSTEM_NOTES = {
     "caim": "CAIM: memory controller + tag/date retrieval + relevance filter + post-thinking (src/boundmem/caim).",
     "caim-nocontroller": "CAIM ablation: no memory controller (always retrieves).",
-    "caim-nofilter": "CAIM ablation: no relevance filter (tag/date candidates ranked by similarity, top k).",
+    "caim-nofilter": "CAIM ablation: no relevance filter (every tag/date candidate passes, ranked by cosine, top k).",
     "memorybank": "MemoryBank: turn documents + daily summaries, cosine top-k, no forgetting.",
     "memorybank-forget": "MemoryBank with forgetting R = exp(-t/S), fixed seed.",
     "tim": "TiM: per-turn thoughts in a 16-bucket random-projection LSH table, cosine top-k in the bucket.",
@@ -44,68 +43,12 @@ SYSTEM_NOTES = {
 
 
 # --- systems ------------------------------------------------------------------------------------------------
-class _UnfilteredRanking:
-    """The "no relevance filter" ablation when CAIM has no switch for it: every tag/date candidate passes, ranked by
-    cosine with the shared embedder, capped at k (so the ablation isolates the filter's selection, not the cap)."""
-
-    name = "none"
-
-    def __init__(self, embedder: Any):
-        self.embedder = embedder
-
-    def filter(self, query: str, candidates: Any, k: int, today: Optional[date] = None) -> list:
-        cands = list(candidates)
-        if not cands:
-            return []
-        q = self.embedder.embed([query])[0]
-        sims = self.embedder.embed([c.thought.text for c in cands]) @ q
-        ranked = sorted(zip(cands, sims), key=lambda p: -float(p[1]))
-        return [c.model_copy(update={"score": float(s)}) for c, s in ranked[:k]]
-
-
-def _accepts(fn: Any, name: str) -> bool:
-    params = inspect.signature(fn).parameters
-    return name in params or any(p.kind == p.VAR_KEYWORD for p in params.values()) and name in _known_kwargs(fn)
-
-
-def _known_kwargs(fn: Any) -> set[str]:
-    """Keyword names a **kw factory forwards to the constructor (CAIM.local/CAIM.llm pass **kw to __init__)."""
-    owner = getattr(fn, "__self__", None)
-    return set(inspect.signature(owner).parameters) if isinstance(owner, type) else set()
-
-
 def _caim(embedder: Any, llm: Any, workdir: Path, controller: bool = True, relevance_filter: bool = True) -> Any:
-    """Build CAIM for the bench from whichever construction API caim/system.py offers."""
+    """CAIM with the shared embedder and LLM, one SQLite file per variant; the switches are its ablations."""
     from ..caim.system import CAIM  # written beside this bench; imported only when asked for
 
     db = workdir / f"caim-{len(list(workdir.iterdir()))}.db"
-    init = inspect.signature(CAIM).parameters
-    if "embedder" in init and "controller" in init:  # CAIM(embedder=, llm=, controller=, relevance_filter=, db=)
-        kw: dict[str, Any] = {"embedder": embedder, "llm": llm, "controller": controller, "db": db}
-        if "relevance_filter" in init:
-            kw["relevance_filter"] = relevance_filter
-        system = CAIM(**kw)
-        if not relevance_filter and "relevance_filter" not in init:
-            system.relevance = _UnfilteredRanking(embedder)
-        return system
-    build = CAIM.llm if llm is not None else CAIM.local
-    kw = {"db": db}
-    if llm is not None:
-        kw["client"] = llm
-    else:
-        kw["embedder"] = embedder
-    if _accepts(build, "use_controller"):
-        kw["use_controller"] = controller
-    elif not controller:
-        raise ValueError("CAIM has no option to switch the memory controller off")
-    if _accepts(build, "relevance_filter"):
-        kw["relevance_filter"] = relevance_filter
-    system = build(**kw)
-    if not relevance_filter and not _accepts(build, "relevance_filter"):
-        if not hasattr(system, "relevance"):
-            raise ValueError("CAIM has no option to switch the relevance filter off")
-        system.relevance = _UnfilteredRanking(embedder)
-    return system
+    return CAIM(embedder=embedder, llm=llm, db=db, controller=controller, relevance_filter=relevance_filter)
 
 
 def system_factories() -> dict[str, Callable[[Any, Any, Path, int], DialogueMemory]]:
