@@ -142,8 +142,11 @@ def run_system(name: str, system: DialogueMemory, data: GVDDataset, users: list[
     for attr in ("llm_failures",):
         if hasattr(system, attr):
             run.extra[attr] = getattr(system, attr)
-    if hasattr(system, "forgotten"):
-        run.extra["forgotten_items"] = sum(system.forgotten(u) for u in users)
+    if callable(getattr(system, "stats", None)):
+        for u in users:
+            for key, v in system.stats(u).items():
+                if isinstance(v, int):
+                    run.extra[f"{key}_items"] = run.extra.get(f"{key}_items", 0) + v
     return run
 
 
@@ -221,9 +224,13 @@ def write_outputs(out: Path, data: GVDDataset, runs: list[SystemRun], summaries:
                 f"{fmt(s['polarity_ok'])} of {s['polarity_questions']}",
                 f"{fmt(s['abstained_correctly'])} of {s['unanswerable_questions']}") for s in summaries])
     rep.h2("Memory storage (after 10 sessions, before the questions)")
-    rep.table(["system", "items", "items/user", "chars", "chars / raw dialogue chars", "forgotten (ingest + questions)"],
+    rep.table(["system", "items", "items/user", "chars", "chars / raw dialogue chars", "merged", "forgotten"],
               [(s["system"], s["storage_items"], s["items_per_user"], s["storage_chars"],
-                fmt(s["storage_ratio"], pct=True), s.get("forgotten_items", "–")) for s in summaries])
+                fmt(s["storage_ratio"], pct=True), s.get("merged_items", "–"), s.get("forgotten_items", "–"))
+               for s in summaries])
+    rep.para("merged / forgotten: organisation steps of the baselines (TiM merges same-head or near-duplicate "
+             "thoughts and forgets contradicted ones; MemoryBank-forget drops memories by the forgetting curve, "
+             "counted over ingest and questions).")
     rep.para(f"Raw dialogue: {summaries[0]['raw_chars'] if summaries else 0} characters (queries + responses).")
     caim_rows = [s for s in summaries if s["system"].startswith("caim")]
     if len(caim_rows) > 1:

@@ -156,3 +156,6 @@ class MemoryBank:
     def forgotten(self, user: str) -> int:
         bank = self._banks.get(user)
         return bank.forgotten if bank else 0
+
+    def stats(self, user: str) -> dict[str, int]:
+        return {"merged": 0, "forgotten": self.forgotten(user)}

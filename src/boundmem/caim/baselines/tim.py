@@ -188,6 +188,11 @@ class TiM:
             return StorageStats(items=0, chars=0)
         return StorageStats(items=len(table.thoughts), chars=sum(len(t.text) for t in table.thoughts.values()))
 
+    def stats(self, user: str) -> dict[str, int]:
+        """How often organisation merged or forgot a thought for this user (report columns)."""
+        table = self._tables.get(user)
+        return {"merged": table.merged if table else 0, "forgotten": table.forgotten if table else 0}
+
     def thoughts(self, user: str) -> list[Thought]:
         table = self._tables.get(user)
         return list(table.thoughts.values()) if table else []
