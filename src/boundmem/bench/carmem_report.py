@@ -131,7 +131,8 @@ def render_report(res: dict, watch: Stopwatch, machine: dict, images: dict[str, 
     rep.table(["metric", "here", "paper"], [
         ["withheld (nothing extracted)", f"{o['withheld']}/{o['n']} = {fmt(o['withheld_rate'], pct=True)}", "376/500 = 75.2 %"],
         ["leaked preferences", o["leaked_preferences"], "–"],
-        ["… into the same main category", o["leaks_same_main"], PAPER["out_of_schema_leaks_same_main"]],
+        ["… into the same main category", o["leaks_same_main"],
+         f"{PAPER['out_of_schema_leaks_same_main']} (main-level labels, ≤ 1 per conversation)"],
         ["… into another main category", o["leaks_other_main"], "–"],
         ["invalid outputs (count as withheld, as in the paper)", o["invalid"], "–"],
     ])
