@@ -3,13 +3,16 @@
 `match` is CAIM's deterministic step: a thought is a candidate when it shares a tag with the query at
 subcategory level or deeper (sharing only a top-level category such as "Preferences" is too broad to mean
 anything); if none does, category-level sharing is accepted. Score = best overlap (3 attribute, 2 subcategory,
-1 category) + 0.1 per further shared tag. When the query names a time, candidates are narrowed to thoughts whose
-timestamp or source turns fall in the range; if that leaves nothing, the tag matches stand (the user's date may
-be off by a day).
+1 category) + 0.1 per further shared tag. When the query names a time, the candidates are the thoughts whose
+timestamp or source turns fall in the range, ranked by tag score (tags then rank rather than exclude: one day holds
+a handful of thoughts, and "what did we talk about on May 2nd?" names no topic at all); if the range holds no
+thought, the tag matches stand (the user's date may be off).
 
 Relevance filters:
-- `EmbeddingRelevance` (local): MiniLM cosine(query, thought) >= threshold, best first, at most k. Tag overlap and
-  a date hit add a small bonus so that, among similar texts, the ones CAIM's structure points at come first.
+- `EmbeddingRelevance` (local): score = MiniLM cosine(query, thought) + 0.04 x tag score + 0.1 if the thought is
+  in the named date range; kept when score >= threshold, best first, at most k. The bonuses let what CAIM's
+  structure points at (right day, right tag) through when the wording differs; an unrelated thought on an
+  unrelated query still scores below the threshold, so the filter can return nothing.
 - `LLMRelevance`: prompt RELEVANCE in `caim.prompts`; unknown ids are dropped; malformed JSON raises
   `CAIMLLMError`.
 """
@@ -48,13 +51,9 @@ def match(thoughts: Sequence[Thought], query_tags: Sequence[str], when: Optional
                                 in_range=bool(when) and any(d in when for d in t.days())))
     cands = [c for c in scored if c.tag_score >= 2] or [c for c in scored if c.tag_score >= 1]
     if when is not None:
-        cands = [c for c in cands if c.in_range] or cands
+        in_range = [c for c in scored if c.in_range]
+        cands = in_range or cands
     return sorted(cands, key=lambda c: (-c.tag_score, -int(c.in_range), c.thought.timestamp))
-
-
-def date_only(thoughts: Sequence[Thought], when: DateRange) -> list[Candidate]:
-    """The thoughts of the named days, for questions like "what did we talk about on May 2nd?" that no tag captures."""
-    return [Candidate(thought=t, in_range=True) for t in thoughts if any(d in when for d in t.days())]
 
 
 @runtime_checkable
@@ -77,10 +76,9 @@ class EmbeddingRelevance:
         m = self.embedder.embed([c.thought.text for c in candidates])
         out = []
         for c, cos in zip(candidates, m @ q):
-            cos = float(cos)
-            if cos < self.threshold:
+            s = float(cos) + self.tag_bonus * c.tag_score + (self.date_bonus if c.in_range else 0.0)
+            if s < self.threshold:
                 continue
-            s = cos + self.tag_bonus * c.tag_score + (self.date_bonus if c.in_range else 0.0)
             out.append(c.model_copy(update={"score": s}))
         out.sort(key=lambda c: -c.score)
         return out[:k]

@@ -25,7 +25,7 @@ from .fallback import Fallback, FailureCount
 from .models import Thought, turn_id
 from .ontology import Ontology, builtin_ontology
 from .postthink import LLMMerger, LLMThinker, LocalMerger, LocalThinker, Merger, Thinker, consolidate
-from .retrieval import EmbeddingRelevance, LLMRelevance, RelevanceFilter, date_only, match
+from .retrieval import EmbeddingRelevance, LLMRelevance, RelevanceFilter, match
 from .store import CAIMStore
 from .tags import EmbeddingTagger, LexiconTagger, LLMTagger, Tagger
 
@@ -48,9 +48,9 @@ def local_parts(ontology: Ontology, embedder=None, relevance_filter: bool = True
     if embedder is None:
         from ..retrieve.embed import HashEmbedder
 
-        embedder, tagger = HashEmbedder(), LexiconTagger(ontology)
-    else:
-        tagger = EmbeddingTagger(ontology, embedder)
+        embedder = HashEmbedder()
+    # hashed words carry no meaning to compare with tag descriptions: keywords tag better
+    tagger = LexiconTagger(ontology) if embedder.name == "hash" else EmbeddingTagger(ontology, embedder)
     threshold = RELEVANCE_THRESHOLDS.get(getattr(embedder, "name", ""), 0.25)
     relevance = EmbeddingRelevance(embedder, threshold=threshold if relevance_filter else -1.0)
     return CAIMParts(RuleController(embedder=None), tagger, relevance, LocalThinker(tagger), LocalMerger(embedder))
@@ -141,8 +141,6 @@ class CAIM:
         tags = self.tagger.tags(query, 3)
         when = parse_date_range(query, today)
         cands = match(thoughts, tags, when)
-        if when is not None and not any(c.in_range for c in cands):
-            cands = cands + [c for c in date_only(thoughts, when) if c.thought.id not in {x.thought.id for x in cands}]
         kept = self.relevance.filter(query, cands, k, today)
         return RetrievalResult(retrieved=True, items=[_item(c.thought, c.score) for c in kept])
 
