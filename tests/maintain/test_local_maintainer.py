@@ -1,0 +1,163 @@
+"""LocalMaintainer: CarMem's pass / update / append semantics on hand-written cases."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from boundmem.maintain.base import enforce_multiplicity
+from boundmem.maintain.local import LocalMaintainer, same_attribute, split_negation
+from boundmem.maintain.polarity import PolarityModel
+from boundmem.models import Candidate, Preference
+from boundmem.schema.load import builtin_schema
+
+SCHEMA = builtin_schema()
+NOW = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+
+def ref(name):
+    return SCHEMA.resolve(name)
+
+
+CUISINE, PRICE, SECURITY, WALK, TEMP = (ref(n) for n in ("Favorite Cuisine", "Desired Price Range",
+                                                          "Preference for Parking with Security",
+                                                          "Willingness to Take Longer Route to Avoid Traffic",
+                                                          "Preferred Temperature"))
+
+
+def stored(r, attribute, sentence="", pid=None):
+    return Preference(id=pid or f"id-{attribute}", user="u", path=r.path, attribute=attribute, sentence=sentence,
+                      created_at=NOW, updated_at=NOW)
+
+
+def cand(r, attribute, sentence=""):
+    return Candidate(path=r.path, attribute=attribute, sentence=sentence)
+
+
+@pytest.fixture()
+def lexical(hash_embedder):
+    """The shipped polarity model is for MiniLM, so with the hash embedder the cue lexicon judges."""
+    m = LocalMaintainer(hash_embedder)
+    assert m.polarity is None
+    return m
+
+
+def decide(m, c, existing, r):
+    return enforce_multiplicity(m.decide(c, existing, r.detail), existing, r.detail)
+
+
+def test_nothing_stored_is_insert(lexical):
+    d = lexical.decide(cand(CUISINE, "Italian", "I love Italian food"), [], CUISINE.detail)
+    assert d.action == "insert"
+
+
+def test_duplicate_passes_on_the_matching_preference(lexical):
+    existing = [stored(CUISINE, "Chinese"), stored(CUISINE, "Italian", "I've been craving Italian")]
+    d = lexical.decide(cand(CUISINE, "italian food", "Could you look up some Italian restaurants? I'm in the mood "
+                                                     "for my favorite pasta."), existing, CUISINE.detail)
+    assert (d.action, d.target) == ("pass", "id-Italian")
+
+
+def test_negating_sentence_updates_to_a_negated_attribute(lexical):
+    existing = [stored(CUISINE, "Chinese"), stored(CUISINE, "Italian")]
+    d = lexical.decide(cand(CUISINE, "Italian", "I think I'm over Italian food for now, let's skip that cuisine "
+                                                "next time."), existing, CUISINE.detail)
+    assert (d.action, d.target) == ("update", "id-Italian")
+    assert d.candidate.attribute == "not Italian"
+    assert d.candidate.sentence.startswith("I think I'm over Italian")
+
+
+def test_negated_candidate_attribute_is_an_update_whatever_the_sentence(lexical):
+    d = lexical.decide(cand(CUISINE, "no Italian", "Italian, hmm."), [stored(CUISINE, "Italian")], CUISINE.detail)
+    assert (d.action, d.target, d.candidate.attribute) == ("update", "id-Italian", "not Italian")
+
+
+def test_repeated_negation_passes_and_reaffirming_revises(lexical):
+    existing = [stored(CUISINE, "not Italian", "I'm done with Italian")]
+    assert lexical.decide(cand(CUISINE, "no Italian", "no Italian please"), existing, CUISINE.detail).action == "pass"
+    assert lexical.decide(cand(CUISINE, "Italian", "I'm over Italian, avoid it"), existing, CUISINE.detail).action == "pass"
+    d = lexical.decide(cand(CUISINE, "Italian", "I really love Italian food again"), existing, CUISINE.detail)
+    assert (d.action, d.candidate.attribute) == ("update", "Italian")
+
+
+def test_new_attribute_appends_in_a_multi_preference_category(lexical):
+    d = decide(lexical, cand(CUISINE, "Mexican", "Let's find Mexican places instead from now on"),
+               [stored(CUISINE, "Italian")], CUISINE)
+    assert d.action == "append" and d.candidate.attribute == "Mexican"
+
+
+def test_new_attribute_updates_in_a_single_preference_category(lexical):
+    d = decide(lexical, cand(PRICE, "expensive", "I like fancy places"), [stored(PRICE, "cheap")], PRICE)
+    assert (d.action, d.target, d.candidate.attribute) == ("update", "id-cheap", "expensive")
+
+
+def test_yes_no_negation_flips_and_is_recognised_later(lexical):
+    d = lexical.decide(cand(SECURITY, "Yes", "I don't care about parking security anymore"),
+                       [stored(SECURITY, "Yes")], SECURITY.detail)
+    assert (d.action, d.candidate.attribute) == ("update", "No")
+    now_no = [stored(SECURITY, "No")]
+    assert lexical.decide(cand(SECURITY, "Yes", "Forget security, I don't need it"), now_no, SECURITY.detail).action == "pass"
+    assert lexical.decide(cand(SECURITY, "Yes", "Secure parking matters to me"), now_no, SECURITY.detail).action == "update"
+
+
+def test_vocabulary_attribute_starting_with_no_is_not_a_negation(lexical):
+    assert split_negation("No (traffic tolerated for fastest route)", WALK.detail) == \
+        ("No (traffic tolerated for fastest route)", False)
+    d = decide(lexical, cand(WALK, "Yes", "I'd rather take a longer route to avoid traffic"),
+               [stored(WALK, "No (traffic tolerated for fastest route)")], WALK)
+    assert d.action == "update" and d.candidate.attribute == "Yes"
+
+
+@pytest.mark.parametrize("a,b,same", [
+    ("Italian", "italian food", True), ("Wi-Fi availability", "WiFi", True), ("Fast food", "fast-food", True),
+    ("Shortest Time", "Shortest Distance", False), ("Yes", "No", False), ("Cash", "Card", False),
+    ("less than 5 min (accepting possible higher cost)", "less than 10 min (accepting possible higher cost)", False),
+    ("22 degree Celcius", "24 degree Celcius", False), ("Always cheapest", "Rather cheapest", False),
+])
+def test_attribute_identity(a, b, same):
+    assert same_attribute(a, b) is same and same_attribute(b, a) is same
+
+
+def test_temperature_change_is_an_update(lexical):
+    d = decide(lexical, cand(TEMP, "24 degree Celcius", "24 please"), [stored(TEMP, "22 degree Celcius")], TEMP)
+    assert (d.action, d.target) == ("update", "id-22 degree Celcius")
+
+
+MNP = [r for r in SCHEMA.details() if not r.detail.multiple]
+words = st.text(alphabet=st.sampled_from("abcdeno -"), min_size=1, max_size=12).filter(lambda s: s.strip())
+
+
+@settings(max_examples=80, deadline=None)
+@given(r=st.sampled_from(MNP), attr=words, sentence=st.text(max_size=40), old=st.lists(words, min_size=1, max_size=2))
+def test_single_preference_categories_never_append(r, attr, sentence, old):
+    from boundmem.retrieve.embed import HashEmbedder
+
+    m = LocalMaintainer(HashEmbedder(32))
+    existing = [stored(r, a, pid=f"p{i}") for i, a in enumerate(old)]
+    d = m.decide(cand(r, attr, sentence), existing, r.detail)
+    assert d.action in ("pass", "update")
+    assert d.target in {p.id for p in existing}
+
+
+def test_shipped_polarity_model_is_for_minilm():
+    m = PolarityModel.load()
+    assert (m.embedder_name, m.dim) == ("minilm", 384)
+    assert m.w.shape == (2 * 384 + 5,)
+
+
+@pytest.mark.slow
+def test_minilm_polarity_judges_unseen_phrasings(minilm):
+    m = LocalMaintainer(minilm)
+    assert m.polarity is not None
+    italian = [stored(CUISINE, "Italian")]
+    affirm = ["Book us a table at a good Italian place tonight, I could eat lasagna every day.",
+              "Italian is still my go-to cuisine, find me a trattoria."]
+    reject = ["Honestly I've gone off Italian food, please stop suggesting it.",
+              "No more Italian restaurants for me, I'm tired of them."]
+    for s in affirm:
+        assert m.decide(cand(CUISINE, "Italian", s), italian, CUISINE.detail).action == "pass", s
+    for s in reject:
+        d = m.decide(cand(CUISINE, "Italian", s), italian, CUISINE.detail)
+        assert (d.action, d.candidate.attribute) == ("update", "not Italian"), s
