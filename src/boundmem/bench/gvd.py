@@ -196,7 +196,8 @@ def write_outputs(out: Path, data: GVDDataset, runs: list[SystemRun], summaries:
     rep.para(f"Data: {cfg['data']} ({len(cfg['users'])} users, {sum(len(data.questions_for(u)) for u in cfg['users'])} "
              f"probing questions, of which {sum(1 for u in cfg['users'] for q in data.questions_for(u) if q.gold)} "
              f"have gold annotations from {cfg['gold']}). Questions asked on {data.session_date.isoformat()}, the day "
-             f"after the last dialogue day. Embedder: {cfg['embedder']}; k = {k}; seed = {cfg['seed']}. "
+             f"after the last dialogue day. Embedder: {cfg['embedder']}; k = {k}; seed = {cfg['seed']}; code "
+             f"{cfg.get('code', 'unknown')}. "
              f"Answers: {cfg['answer_mode']}.")
     if cfg["answer_mode"] == NO_LLM_MODE:
         rep.para("No LLM was used: each system's local fallbacks ran (extractive summaries, local thoughts, rule-based "
@@ -283,6 +284,21 @@ def _make_embedder(name: str):
     return factory.make_embedder(name)
 
 
+def _code_version() -> str:
+    """The commit the numbers came from (plus "+dirty" when the bench or memory code had local changes)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[3]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src/boundmem/caim", "src/boundmem/bench"],
+                               cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (head or "unknown") + ("+dirty" if dirty else "")
+
+
 def run_gvd(data_dir: Path, gold: Optional[Path], out: Path, systems: list[str], k: int = 5, llm: Any = None,
             embedder: Any = None, embedder_name: str = "minilm", users: Optional[list[str]] = None, seed: int = 0,
             show_progress: bool = True, strict: bool = False) -> dict:
@@ -323,7 +339,9 @@ def run_gvd(data_dir: Path, gold: Optional[Path], out: Path, systems: list[str],
             if callable(close):
                 close()
     summaries = [summarise(r, k) for r in runs]
-    cfg = {"data": str(data_dir), "gold": str(gold or Path(data_dir) / "gold_en.jsonl"), "k": k, "seed": seed,
+    gold_used = gold or (Path(data_dir) / "gold_en.jsonl" if (Path(data_dir) / "gold_en.jsonl").exists() else None)
+    cfg = {"data": str(data_dir), "gold": str(gold_used) if gold_used else "none", "k": k, "seed": seed,
+           "code": _code_version(),
            "embedder": getattr(embedder, "name", embedder_name), "systems": systems, "users": user_list,
            "answer_mode": NO_LLM_MODE if llm is None else f"LLM ({getattr(llm, 'model', type(llm).__name__)})",
            "session_date": data.session_date.isoformat()}
