@@ -3,26 +3,74 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..models import RecallHit
+import numpy as np
+
+from ..models import Preference, RecallHit
+from ..schema.model import Schema
 from ..store.base import Store
 from .embed import Embedder
 
 
-class Retriever:
-    """k=None means dynamic k: as many as the user holds in the subcategory of the best match.
+def subcategory_prototype(main_name: str, sub_name: str, description: str) -> str:
+    """What a subcategory "sounds like": its name and the operator's description from the schema."""
+    return f"{sub_name}: {description}" if description else f"{main_name}: {sub_name}"
 
-    The paper sets n from the ground-truth subcategory; at run time we do not know it, so the
-    top hit stands in for it (the benchmark reports both).
+
+class Retriever:
+    """Fixed k: the k stored preferences most cosine-similar to the utterance (the user's own,
+    opted-out prefixes skipped; `Store.search` enforces both).
+
+    k=None (dynamic): CarMem sets k to the number of preferences the user holds in the
+    utterance's subcategory, which is unknown at run time, so it is predicted. Each subcategory
+    the user holds is scored by its best-matching stored preference plus `prior_weight` times the
+    utterance's similarity to the subcategory prototype (name + description from the schema);
+    the preferences of the winner are returned, best first. Without a schema the prior is off and
+    the top hit's subcategory wins. On CarMem users 51-100 (tuning split; gold preferences stored,
+    MiniLM), the prior raised subcategory accuracy from .840 to .876 and the dynamic-k hit rate
+    (truth among the returned) from .834 (top hit's subcategory, overall top-n) to .876; returning
+    the overall top-n instead of the predicted subcategory's preferences would give .826.
     """
 
-    def __init__(self, store: Store, embedder: Embedder):
-        self.store, self.embedder = store, embedder
+    def __init__(self, store: Store, embedder: Embedder, schema: Optional[Schema] = None, prior_weight: float = 0.5):
+        self.store, self.embedder, self.schema, self.prior_weight = store, embedder, schema, prior_weight
+        self._protos: Optional[dict[tuple[str, str], np.ndarray]] = None
 
     def recall(self, utterance: str, user: str, k: Optional[int] = 5, exclude_prefixes: tuple[str, ...] = ()) -> list[RecallHit]:
+        if k is not None and k < 1:
+            raise ValueError(f"k must be >= 1 or None (dynamic), got {k}")
         q = self.embedder.embed([utterance])[0]
-        hits = self.store.search(user, q, 10_000 if k is None else k, exclude_prefixes)
-        if k is None and hits:
-            top = hits[0][0].path
-            n = sum(1 for p, _ in hits if p.path.main == top.main and p.path.sub == top.sub)
-            hits = hits[:max(1, n)]
+        if k is not None:
+            hits = self.store.search(user, q, k, exclude_prefixes)
+        else:
+            hits = self._dynamic(q, self.store.search(user, q, 1_000_000, exclude_prefixes))
         return [RecallHit(preference=p, score=s) for p, s in hits]
+
+    def predict_subcategory(self, query: np.ndarray, hits: list[tuple[Preference, float]]) -> Optional[tuple[str, str]]:
+        """The (main, sub) keys among the user's stored ones that the utterance most likely asks about."""
+        best: dict[tuple[str, str], float] = {}
+        for p, s in hits:
+            key = (p.path.main, p.path.sub)
+            best[key] = max(best.get(key, -np.inf), s)
+        if not best:
+            return None
+        protos = self._prototypes() if self.prior_weight else {}
+        def score(key: tuple[str, str]) -> float:
+            proto = protos.get(key)
+            return best[key] + (self.prior_weight * float(proto @ query) if proto is not None else 0.0)
+        return max(best, key=score)
+
+    def _dynamic(self, query: np.ndarray, hits: list[tuple[Preference, float]]) -> list[tuple[Preference, float]]:
+        key = self.predict_subcategory(query, hits)
+        return [(p, s) for p, s in hits if (p.path.main, p.path.sub) == key]
+
+    def _prototypes(self) -> dict[tuple[str, str], np.ndarray]:
+        if self._protos is None:
+            self._protos = {}
+            if self.schema is not None:
+                keys, texts = [], []
+                for m in self.schema.mains:
+                    for s in m.subs:
+                        keys.append((m.key, s.key))
+                        texts.append(subcategory_prototype(m.name, s.name, s.description))
+                self._protos = dict(zip(keys, self.embedder.embed(texts)))
+        return self._protos
