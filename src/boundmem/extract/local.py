@@ -1,0 +1,174 @@
+"""The default extractor: offline, CPU, bundled MiniLM, no LLM.
+
+Every user turn is embedded once (one batch per call, or per batch of conversations in
+`extract_many`); assistant text is never a source. Each turn gets a best detail category
+and a score, from one of two scorers:
+
+* the trained head (`head.py`) when the schema is the bundled in-car schema or a pruned
+  version of it: a softmax over all its categories plus "no lasting preference", with a
+  boost for vocabulary hits. Because it still scores opted-out categories, a turn about an
+  opted-out topic is dropped rather than reinterpreted;
+* zero-shot otherwise: cosine to category prototypes (name, description, examples) plus
+  vocabulary hits, gated by an explicit preference cue, since there is no "none" class.
+
+Per conversation the best-scoring turn must clear `first`; any other turn must clear the much
+higher `further`, so a conversation yields at most `max_candidates` preferences. A turn whose
+best category is not in the user's schema uses up its rank and yields nothing.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..models import Candidate, Conversation
+from ..schema.model import Schema
+from .category_index import CategoryIndex, fingerprint
+from .head import TrainedHead, bundled_head
+from .phrasing import short_phrase, states_preference
+from .vocabulary import VocabularyIndex, literal_attribute
+
+_UNSET = object()
+
+
+@dataclass(frozen=True)
+class ZeroShotRule:
+    """Thresholds for schemas without a trained head (cosine scale)."""
+
+    first: float = 0.42
+    further: float = 0.62
+    vocab_boost: float = 0.15
+    attribute_min: float = 0.55   # nearest vocabulary item is used only this close, else a phrase
+
+
+@dataclass
+class _Scored:
+    turn: int          # index into the batch's user turns
+    category: Optional[int]   # index into index.refs; None = best category is not in this schema
+    score: float
+    floor: float       # the score this turn needs to be picked at all
+
+
+class LocalExtractor:
+    def __init__(self, embedder, head: Optional[TrainedHead] | object = _UNSET, zero_shot: ZeroShotRule = ZeroShotRule(),
+                 max_candidates: int = 2, cache_size: int = 32):
+        self.embedder = embedder
+        self.head = bundled_head() if head is _UNSET else head
+        self.zero_shot = zero_shot
+        self.max_candidates = max_candidates
+        self._cache: OrderedDict[str, CategoryIndex] = OrderedDict()
+        self._by_id: dict[int, tuple[Schema, CategoryIndex]] = {}
+        self._cache_size = cache_size
+        self._head_vocab: Optional[VocabularyIndex] = None
+        self._lock = threading.Lock()
+
+    # --- public API ---------------------------------------------------------------------
+    def extract(self, conversation: Conversation, schema: Schema) -> list[Candidate]:
+        return self.extract_many([conversation], schema)[0]
+
+    def extract_many(self, conversations: Sequence[Conversation], schema: Schema) -> list[list[Candidate]]:
+        """Same as `extract` per conversation, with all user turns embedded in one batch."""
+        if not any(True for _ in schema.details()):
+            return [[] for _ in conversations]
+        index = self._index(schema)
+        turns = [[t for _, t in c.user_sentences()] for c in conversations]
+        flat = [t for ts in turns for t in ts]
+        X = self.embedder.embed(flat) if flat else np.zeros((0, self.embedder.dim), np.float32)
+        use_head = self.head is not None and self.head.covers(schema, self.embedder.name, self.embedder.dim)
+        scored = self._score_head(X, flat, index) if use_head else self._score_zero_shot(X, flat, index)
+        rule = self.head.thresholds if use_head else self.zero_shot
+        out, at = [], 0
+        for ts in turns:
+            n = len(ts)
+            picks = self._decide(scored[at:at + n], rule.further)
+            out.append([self._candidate(index, flat[s.turn], X[s.turn], s) for s in picks])
+            at += n
+        return out
+
+    # --- scoring ------------------------------------------------------------------------
+    def _score_head(self, X: np.ndarray, texts: list[str], index: CategoryIndex) -> list[_Scored]:
+        head = self.head
+        if self._head_vocab is None:
+            self._head_vocab = VocabularyIndex(head.vocab)
+        if not texts:
+            return []
+        Z = head.logits(X)
+        hits = np.array([self._head_vocab.hits(t) for t in texts], np.float32)
+        Z[:, : len(head.labels)] += head.thresholds.vocab_boost * hits
+        Z -= Z.max(1, keepdims=True)
+        P = np.exp(Z)
+        P /= P.sum(1, keepdims=True)
+        P = P[:, : len(head.labels)]
+        best = P.argmax(1)
+        where = {p: i for i, p in enumerate(index.paths)}
+        th = head.thresholds
+        return [_Scored(j, where.get(head.labels[k]), float(P[j, k]),
+                        th.first if states_preference(texts[j]) else max(th.first, th.bare))
+                for j, k in enumerate(best)]
+
+    def _score_zero_shot(self, X: np.ndarray, texts: list[str], index: CategoryIndex) -> list[_Scored]:
+        if not texts:
+            return []
+        S = index.category_scores(X)
+        hits = np.array([index.vocab.hits(t) for t in texts], np.float32)
+        S = S + self.zero_shot.vocab_boost * hits
+        out = []
+        for j, t in enumerate(texts):
+            k = int(S[j].argmax())
+            out.append(_Scored(j, k, float(S[j, k]), self.zero_shot.first if states_preference(t) else np.inf))
+        return out
+
+    def _decide(self, scored: list[_Scored], further: float) -> list[_Scored]:
+        picks: list[_Scored] = []
+        seen: set[int] = set()
+        qualified = 0   # turns that cleared their floor, including ones whose category is not allowed
+        for s in sorted(scored, key=lambda s: -s.score):
+            if len(picks) >= self.max_candidates:
+                break
+            if s.score < (s.floor if qualified == 0 else max(s.floor, further)):
+                continue
+            qualified += 1
+            if s.category is None or s.category in seen:
+                continue
+            seen.add(s.category)
+            picks.append(s)
+        return picks
+
+    # --- attribute ----------------------------------------------------------------------
+    def _candidate(self, index: CategoryIndex, sentence: str, x: np.ndarray, s: _Scored) -> Candidate:
+        ref = index.refs[s.category]
+        attrs = ref.detail.attributes
+        value = literal_attribute(sentence, attrs) if attrs else None
+        if value is None and attrs:
+            near, sim = index.nearest_attribute(x, s.category)
+            if near is not None and sim >= self.zero_shot.attribute_min:
+                value = near
+        if value is None:
+            value = short_phrase(sentence)
+        return Candidate(path=ref.path, attribute=value, sentence=sentence, confidence=round(min(1.0, s.score), 4))
+
+    # --- per-schema cache ---------------------------------------------------------------
+    def _index(self, schema: Schema) -> CategoryIndex:
+        with self._lock:
+            hit = self._by_id.get(id(schema))
+            if hit is not None and hit[0] is schema:
+                return hit[1]
+        key = fingerprint(schema)
+        with self._lock:
+            idx = self._cache.get(key)
+            if idx is not None:
+                self._cache.move_to_end(key)
+        if idx is None:
+            idx = CategoryIndex.build(schema, self.embedder)
+            with self._lock:
+                self._cache[key] = idx
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        with self._lock:
+            if len(self._by_id) > self._cache_size:
+                self._by_id.clear()
+            self._by_id[id(schema)] = (schema, idx)
+        return idx

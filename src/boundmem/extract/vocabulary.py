@@ -1,0 +1,75 @@
+"""Attribute-vocabulary matching: the schema's own words found in a user's sentence.
+
+MiniLM has never seen fictional brand names ("PetroLux", "EcoPulse Energy"), so an exact
+vocabulary hit is evidence the embedding alone cannot give. Only *distinctive* terms count
+(a term listed under one or two categories); "Low"/"Yes" appear everywhere and say nothing.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence
+
+_GENERIC = {"yes", "no", "low", "medium", "high", "normal", "other", "none", "any"}
+
+
+def term_of(attribute: str) -> str:
+    """The matchable part of an attribute: text before a parenthesis, lower-cased."""
+    return attribute.split("(")[0].strip().lower()
+
+
+def _pattern(term: str) -> re.Pattern:
+    return re.compile(r"(?<![0-9a-z])" + re.escape(term) + r"(?![0-9a-z])")
+
+
+class VocabularyIndex:
+    """Distinctive attribute terms -> the categories (by row index) that list them."""
+
+    def __init__(self, vocabularies: Sequence[Iterable[str]], max_owners: int = 2):
+        owners: dict[str, set[int]] = {}
+        for i, attrs in enumerate(vocabularies):
+            for a in attrs:
+                for t in self._terms(a):
+                    owners.setdefault(t, set()).add(i)
+        self.n = len(vocabularies)
+        self._terms_owned = [(t, _pattern(t), sorted(o)) for t, o in owners.items() if len(o) <= max_owners]
+
+    @staticmethod
+    def _terms(attribute: str) -> list[str]:
+        t = term_of(attribute)
+        if len(t) < 2 or t in _GENERIC:
+            return []
+        out = [t]
+        words = t.split()
+        # "EcoPulse Energy" is often just "EcoPulse" in speech
+        if len(words) > 1 and len(words[0]) >= 5:
+            out.append(words[0])
+        return out
+
+    def hits(self, sentence: str) -> list[float]:
+        """Per category: 1/(number of owners) for each distinctive term present, capped at 1."""
+        low = sentence.lower()
+        v = [0.0] * self.n
+        for _, pat, own in self._terms_owned:
+            if pat.search(low):
+                for i in own:
+                    v[i] = min(1.0, v[i] + 1.0 / len(own))
+        return v
+
+
+def literal_attribute(sentence: str, attributes: Sequence[str]) -> str | None:
+    """The longest attribute of one category whose term appears in the sentence, if any."""
+    low = sentence.lower()
+    best = None
+    for a in attributes:
+        t = term_of(a)
+        if len(t) < 2 or t in ("yes", "no"):
+            continue
+        if _pattern(t).search(low) and (best is None or len(t) > len(term_of(best))):
+            best = a
+    if best is None:
+        nums = set(re.findall(r"\d+(?:\.\d+)?", low))
+        for a in attributes:
+            an = re.findall(r"\d+(?:\.\d+)?", term_of(a))
+            if an and an[0] in nums:
+                return a
+    return best
