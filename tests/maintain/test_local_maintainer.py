@@ -161,3 +161,14 @@ def test_minilm_polarity_judges_unseen_phrasings(minilm):
     for s in reject:
         d = m.decide(cand(CUISINE, "Italian", s), italian, CUISINE.detail)
         assert (d.action, d.candidate.attribute) == ("update", "not Italian"), s
+
+
+def test_rule_maintainer_shares_the_semantics_without_a_model():
+    from boundmem.maintain.rules import RuleMaintainer
+
+    m = RuleMaintainer()
+    italian = [stored(CUISINE, "Italian")]
+    assert m.decide(cand(CUISINE, "Italian", "Italian again, yes please"), italian, CUISINE.detail).action == "pass"
+    d = m.decide(cand(CUISINE, "Italian", "I'm over Italian food, skip it"), italian, CUISINE.detail)
+    assert (d.action, d.candidate.attribute) == ("update", "not Italian")
+    assert decide(m, cand(PRICE, "expensive", ""), [stored(PRICE, "cheap")], PRICE).action == "update"

@@ -82,24 +82,24 @@ class LocalMaintainer:
     """`Maintainer` for offline use; see the module docstring for the rules.
 
     `polarity` defaults to the shipped model; it is used only if it was trained for this
-    embedder, otherwise the cue lexicon judges polarity.
+    embedder, otherwise (or with no embedder) the cue lexicon judges polarity.
     """
 
     name = "local"
 
-    def __init__(self, embedder: Embedder, polarity: Optional[PolarityModel] = None):
+    def __init__(self, embedder: Optional[Embedder], polarity: Optional[PolarityModel] = None):
         self.embedder = embedder
-        if polarity is None:
+        if polarity is None and embedder is not None:
             try:
                 polarity = PolarityModel.load()
             except (OSError, ValueError, KeyError):
                 polarity = None
-        self.polarity = polarity if polarity is not None and polarity.fits(embedder) else None
+        self.polarity = polarity if polarity is not None and embedder is not None and polarity.fits(embedder) else None
 
     def sentence_negates(self, detail: DetailCategory, attribute: str, sentence: str) -> bool:
         if not sentence.strip():
             return False
-        if self.polarity is not None:
+        if self.polarity is not None and self.embedder is not None:
             return self.polarity.negates(self.embedder, detail.name, attribute, sentence)
         return cue_negates(attribute, sentence)
 
