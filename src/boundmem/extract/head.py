@@ -29,7 +29,7 @@ class Thresholds:
     first: float = 0.3
     further: float = 0.9
     vocab_boost: float = 2.5
-    bare: float = 0.9
+    bare: float = 0.3
 
 
 @dataclass

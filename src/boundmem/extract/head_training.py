@@ -21,6 +21,23 @@ from ..schema.model import Schema
 from .head import Thresholds, TrainedHead
 
 TRAIN_USERS = range(50, 100)
+
+# One-off requests written for boundmem (not from the dataset): they name a category's topic,
+# sometimes even one of its attribute values, but say nothing about what the user wants in general.
+ONE_OFF_COMMANDS = (
+    "Drive me home.", "Navigate to the airport.", "Take me to work.", "Route me to Main Street 12.",
+    "How long until we arrive?", "Phone my brother.", "Text Anna that I am running late.", "Dial the office.",
+    "Read my new messages.", "What's the weather tomorrow?", "Remind me to buy milk at six.",
+    "Change the ambient light to green.", "Make the cabin lights red for now.", "Switch the interior light to white.",
+    "Turn the lights off.", "Dim the display.", "Turn the fan up a notch.", "Turn off the seat heating.",
+    "Set the temperature to 22 right now.", "Open the window a bit.", "Turn on the air conditioning.",
+    "Next song.", "Pause the music.", "Turn the volume down.", "Skip this track.", "Play the radio.",
+    "Switch to FM.", "Play the next episode.", "Stop the podcast.",
+    "Find a gas station on the way.", "Where is the closest charger?", "Show me parking near the station.",
+    "Is there a supermarket nearby?", "Find a restaurant near the hotel.", "Look for a place to eat around here.",
+    "Show me the route on the map.", "Avoid this traffic jam.", "Is there traffic ahead?", "Cancel the navigation.",
+    "Add a stop at the pharmacy.", "How far is the next rest area?", "Find a car wash.",
+)
 _MQ = ("question_equal_preference", "question_negate_preference", "question_different_preference")
 
 
@@ -50,6 +67,8 @@ def training_sentences(data: Path, schema: Schema, users: Sequence[int] = TRAIN_
                     labels.append(gt)
                 texts.append(conv["next_conversation_question"])
                 labels.append(none)
+    texts += ONE_OFF_COMMANDS
+    labels += [none] * len(ONE_OFF_COMMANDS)
     return texts, labels
 
 
@@ -101,9 +120,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--first", type=float, default=Thresholds.first)
     ap.add_argument("--further", type=float, default=Thresholds.further)
     ap.add_argument("--vocab-boost", type=float, default=Thresholds.vocab_boost)
+    ap.add_argument("--bare", type=float, default=Thresholds.bare)
     ap.add_argument("--l2", type=float, default=1e-2)
     a = ap.parse_args(argv)
-    head = train_head(a.data, builtin_schema(), MiniLMEmbedder(), Thresholds(a.first, a.further, a.vocab_boost), l2=a.l2)
+    head = train_head(a.data, builtin_schema(), MiniLMEmbedder(), Thresholds(a.first, a.further, a.vocab_boost, a.bare), l2=a.l2)
     head.save(a.out)
     print(f"wrote {a.out} ({a.out.stat().st_size} bytes, {len(head.labels)} categories)")
 

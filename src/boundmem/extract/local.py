@@ -96,7 +96,8 @@ class LocalExtractor:
         if not texts:
             return []
         Z = head.logits(X)
-        hits = np.array([self._head_vocab.hits(t) for t in texts], np.float32)
+        cued = [states_preference(t) for t in texts]
+        hits = np.array([self._head_vocab.hits(t, names_only=not c) for t, c in zip(texts, cued)], np.float32)
         Z[:, : len(head.labels)] += head.thresholds.vocab_boost * hits
         Z -= Z.max(1, keepdims=True)
         P = np.exp(Z)
@@ -106,7 +107,7 @@ class LocalExtractor:
         where = {p: i for i, p in enumerate(index.paths)}
         th = head.thresholds
         return [_Scored(j, where.get(head.labels[k]), float(P[j, k]),
-                        th.first if states_preference(texts[j]) else max(th.first, th.bare))
+                        th.first if cued[j] else max(th.first, th.bare))
                 for j, k in enumerate(best)]
 
     def _score_zero_shot(self, X: np.ndarray, texts: list[str], index: CategoryIndex) -> list[_Scored]:

@@ -17,6 +17,14 @@ def term_of(attribute: str) -> str:
     return attribute.split("(")[0].strip().lower()
 
 
+def is_name(attribute: str) -> bool:
+    """Proper-name-like vocabulary ("PetroLux", "EcoPulse Energy", "Max Jettison (Pop)"), not a common word."""
+    words = term_of(attribute.replace("/", " ")).split() and attribute.split("(")[0].replace("/", " ").split()
+    if any(re.search(r"[a-z][A-Z]", w) for w in words):
+        return True
+    return len(words) > 1 and all(w[:1].isupper() or w[:1].isdigit() for w in words)
+
+
 def _pattern(term: str) -> re.Pattern:
     return re.compile(r"(?<![0-9a-z])" + re.escape(term) + r"(?![0-9a-z])")
 
@@ -30,8 +38,13 @@ class VocabularyIndex:
             for a in attrs:
                 for t in self._terms(a):
                     owners.setdefault(t, set()).add(i)
+        named: set[str] = set()
+        for attrs in vocabularies:
+            for a in attrs:
+                if is_name(a):
+                    named.update(self._terms(a))
         self.n = len(vocabularies)
-        self._terms_owned = [(t, _pattern(t), sorted(o)) for t, o in owners.items() if len(o) <= max_owners]
+        self._terms_owned = [(t, _pattern(t), sorted(o), t in named) for t, o in owners.items() if len(o) <= max_owners]
 
     @staticmethod
     def _terms(attribute: str) -> list[str]:
@@ -45,12 +58,15 @@ class VocabularyIndex:
             out.append(words[0])
         return out
 
-    def hits(self, sentence: str) -> list[float]:
-        """Per category: 1/(number of owners) for each distinctive term present, capped at 1."""
+    def hits(self, sentence: str, names_only: bool = False) -> list[float]:
+        """Per category: 1/(number of owners) for each distinctive term present, capped at 1.
+
+        `names_only` counts only proper names (brands, stations, artists): in a bare command
+        "blue" or "jazz" is the setting asked for now, while a brand is still a choice."""
         low = sentence.lower()
         v = [0.0] * self.n
-        for _, pat, own in self._terms_owned:
-            if pat.search(low):
+        for _, pat, own, name in self._terms_owned:
+            if (name or not names_only) and pat.search(low):
                 for i in own:
                     v[i] = min(1.0, v[i] + 1.0 / len(own))
         return v
