@@ -43,13 +43,14 @@ def _tag_score(query_tags: Sequence[str], thought_tags: Sequence[str]) -> tuple[
     return best, sum(1 for o in overlaps if o >= 2)
 
 
-def match(thoughts: Sequence[Thought], query_tags: Sequence[str], when: Optional[DateRange]) -> list[Candidate]:
+def match(thoughts: Sequence[Thought], query_tags: Sequence[str], when: Optional[DateRange],
+          min_overlap: int = 2) -> list[Candidate]:
     scored = []
     for t in thoughts:
         best, n = _tag_score(query_tags, t.tags)
         scored.append(Candidate(thought=t, tag_score=best + 0.1 * max(n - 1, 0),
                                 in_range=bool(when) and any(d in when for d in t.days())))
-    cands = [c for c in scored if c.tag_score >= 2] or [c for c in scored if c.tag_score >= 1]
+    cands = [c for c in scored if c.tag_score >= min_overlap] or [c for c in scored if c.tag_score >= 1]
     if when is not None:
         in_range = [c for c in scored if c.in_range]
         cands = in_range or cands
