@@ -1,13 +1,15 @@
-"""Per-schema embeddings the local extractor needs, computed once per schema and reused.
+"""Per-schema data the local extractor needs, computed once per schema and reused.
 
 Prototype rows describe each detail category (name + description, and each example
-phrasing); attribute rows let the extractor map a sentence to the nearest vocabulary item.
-All of it is embedded in one batch when a schema is first seen.
+phrasing) for zero-shot scoring; attribute rows map a sentence to the nearest vocabulary
+item. Both are embedded lazily (prototypes in one batch on first zero-shot use, attributes
+per category on first need), so a schema served by the trained head costs almost nothing.
 """
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import threading
+from typing import Optional
 
 import numpy as np
 
@@ -28,50 +30,47 @@ def describe(ref: DetailRef) -> str:
     return text
 
 
-@dataclass
 class CategoryIndex:
-    refs: list[DetailRef]
-    paths: list[str]
-    proto: np.ndarray          # (rows, dim)
-    proto_owner: np.ndarray    # row -> category index
-    attr: np.ndarray           # (rows, dim)
-    attr_owner: np.ndarray
-    attr_value: list[str]
-    vocab: VocabularyIndex
+    def __init__(self, schema: Schema, embedder):
+        self.refs: list[DetailRef] = list(schema.details())
+        self.paths = [str(r.path) for r in self.refs]
+        self.vocab = VocabularyIndex([r.detail.attributes for r in self.refs])
+        self._embedder = embedder
+        self._lock = threading.Lock()
+        self._proto: Optional[tuple[np.ndarray, np.ndarray]] = None
+        self._attr: dict[int, np.ndarray] = {}
 
-    @classmethod
-    def build(cls, schema: Schema, embedder) -> "CategoryIndex":
-        refs = list(schema.details())
-        p_text, p_own, a_text, a_own, a_val = [], [], [], [], []
-        for i, r in enumerate(refs):
-            p_text.append(describe(r))
-            p_own.append(i)
-            for ex in r.detail.examples:
-                p_text.append(ex)
-                p_own.append(i)
-            for a in r.detail.attributes:
-                a_text.append(f"{r.detail.name}: {a}")
-                a_own.append(i)
-                a_val.append(a)
-        E = embedder.embed(p_text + a_text) if (p_text or a_text) else np.zeros((0, embedder.dim), np.float32)
-        return cls(refs=refs, paths=[str(r.path) for r in refs], proto=E[: len(p_text)], proto_owner=np.array(p_own, int),
-                   attr=E[len(p_text):], attr_owner=np.array(a_own, int), attr_value=a_val,
-                   vocab=VocabularyIndex([r.detail.attributes for r in refs]))
+    def _prototypes(self) -> tuple[np.ndarray, np.ndarray]:
+        with self._lock:
+            if self._proto is None:
+                texts, owner = [], []
+                for i, r in enumerate(self.refs):
+                    for t in (describe(r), *r.detail.examples):
+                        texts.append(t)
+                        owner.append(i)
+                self._proto = (self._embedder.embed(texts), np.array(owner, int))
+            return self._proto
 
     def category_scores(self, X: np.ndarray) -> np.ndarray:
         """(sentences, categories): best cosine of each sentence to any prototype row of the category."""
-        sims = X @ self.proto.T
+        proto, owner = self._prototypes()
+        sims = X @ proto.T
         out = np.full((X.shape[0], len(self.refs)), -1.0, np.float32)
         for i in range(len(self.refs)):
-            cols = self.proto_owner == i
+            cols = owner == i
             if cols.any():
                 out[:, i] = sims[:, cols].max(1)
         return out
 
-    def nearest_attribute(self, x: np.ndarray, category: int) -> tuple[str | None, float]:
-        rows = np.flatnonzero(self.attr_owner == category)
-        if rows.size == 0:
+    def nearest_attribute(self, x: np.ndarray, category: int) -> tuple[Optional[str], float]:
+        attrs = self.refs[category].detail.attributes
+        if not attrs:
             return None, 0.0
-        sims = self.attr[rows] @ x
+        with self._lock:
+            A = self._attr.get(category)
+            if A is None:
+                name = self.refs[category].detail.name
+                A = self._attr[category] = self._embedder.embed([f"{name}: {a}" for a in attrs])
+        sims = A @ x
         j = int(sims.argmax())
-        return self.attr_value[rows[j]], float(sims[j])
+        return attrs[j], float(sims[j])

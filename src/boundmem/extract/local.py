@@ -54,11 +54,12 @@ class _Scored:
 
 class LocalExtractor:
     def __init__(self, embedder, head: Optional[TrainedHead] | object = _UNSET, zero_shot: ZeroShotRule = ZeroShotRule(),
-                 max_candidates: int = 2, cache_size: int = 32):
+                 max_candidates: int = 2, cache_size: int = 32, common_weight: float = 0.5):
         self.embedder = embedder
         self.head = bundled_head() if head is _UNSET else head
         self.zero_shot = zero_shot
         self.max_candidates = max_candidates
+        self.common_weight = common_weight
         self._cache: OrderedDict[str, CategoryIndex] = OrderedDict()
         self._by_id: dict[int, tuple[Schema, CategoryIndex]] = {}
         self._cache_size = cache_size
@@ -97,7 +98,8 @@ class LocalExtractor:
             return []
         Z = head.logits(X)
         cued = [states_preference(t) for t in texts]
-        hits = np.array([self._head_vocab.hits(t, names_only=not c) for t, c in zip(texts, cued)], np.float32)
+        hits = np.array([self._head_vocab.hits(t, self.common_weight if c else 0.0) for t, c in zip(texts, cued)],
+                        np.float32)
         Z[:, : len(head.labels)] += head.thresholds.vocab_boost * hits
         Z -= Z.max(1, keepdims=True)
         P = np.exp(Z)
@@ -163,7 +165,7 @@ class LocalExtractor:
             if idx is not None:
                 self._cache.move_to_end(key)
         if idx is None:
-            idx = CategoryIndex.build(schema, self.embedder)
+            idx = CategoryIndex(schema, self.embedder)
             with self._lock:
                 self._cache[key] = idx
                 while len(self._cache) > self._cache_size:

@@ -58,17 +58,19 @@ class VocabularyIndex:
             out.append(words[0])
         return out
 
-    def hits(self, sentence: str, names_only: bool = False) -> list[float]:
+    def hits(self, sentence: str, common_weight: float = 1.0) -> list[float]:
         """Per category: 1/(number of owners) for each distinctive term present, capped at 1.
 
-        `names_only` counts only proper names (brands, stations, artists): in a bare command
-        "blue" or "jazz" is the setting asked for now, while a brand is still a choice."""
+        Common words ("cool", "blue", "jazz") count `common_weight`, proper names (brands, stations,
+        artists) fully: a common word is often used in another sense ("I like it cool") or, in a bare
+        command, is the setting asked for now, while a brand name is still a choice."""
         low = sentence.lower()
         v = [0.0] * self.n
         for _, pat, own, name in self._terms_owned:
-            if (name or not names_only) and pat.search(low):
+            w = 1.0 if name else common_weight
+            if w > 0 and pat.search(low):
                 for i in own:
-                    v[i] = min(1.0, v[i] + 1.0 / len(own))
+                    v[i] = min(1.0, v[i] + w / len(own))
         return v
 
 
