@@ -165,3 +165,8 @@ def test_category_prototypes_are_embedded_once_per_schema(minilm):
     n_proto = sum(1 + len(r.detail.examples) for r in home.details())   # one description row + examples
     # the user turn, the prototypes once; the literal "20" needs no attribute embedding; then one turn per call
     assert calls == [1, n_proto, 1, 1]
+    got = ex.extract(said("I love shows about football and tennis."), home)  # needs the nearest vocabulary item
+    assert [(x.path.detail, x.attribute) for x in got] == [("favorite_tv_genre", "Sports")]
+    ex.extract(said("I love documentaries about nature."), home)
+    n_attr = sum(len(r.detail.attributes) for r in home.details())
+    assert calls[4:] == [1, n_attr, 1]

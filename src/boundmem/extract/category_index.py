@@ -3,7 +3,7 @@
 Prototype rows describe each detail category (name + description, and each example
 phrasing) for zero-shot scoring; attribute rows map a sentence to the nearest vocabulary
 item. Both are embedded lazily (prototypes in one batch on first zero-shot use, attributes
-per category on first need), so a schema served by the trained head costs almost nothing.
+in one batch on first need), so a schema served by the trained head costs almost nothing.
 """
 from __future__ import annotations
 
@@ -39,6 +39,17 @@ class CategoryIndex:
         self._lock = threading.Lock()
         self._proto: Optional[tuple[np.ndarray, np.ndarray]] = None
         self._attr: dict[int, np.ndarray] = {}
+        self._head_vocab: Optional[tuple[object, VocabularyIndex]] = None
+
+    def head_vocabulary(self, head) -> VocabularyIndex:
+        """Vocabulary aligned with a trained head's labels: this schema's own attributes where it has
+        the category (an operator may have edited them), the head's for categories pruned away
+        (so a sentence naming an opted-out brand is still recognised, and dropped)."""
+        with self._lock:
+            if self._head_vocab is None or self._head_vocab[0] is not head:
+                mine = dict(zip(self.paths, (r.detail.attributes for r in self.refs)))
+                self._head_vocab = (head, VocabularyIndex([mine.get(p, v) for p, v in zip(head.labels, head.vocab)]))
+            return self._head_vocab[1]
 
     def _prototypes(self) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
@@ -67,10 +78,15 @@ class CategoryIndex:
         if not attrs:
             return None, 0.0
         with self._lock:
-            A = self._attr.get(category)
-            if A is None:
-                name = self.refs[category].detail.name
-                A = self._attr[category] = self._embedder.embed([f"{name}: {a}" for a in attrs])
+            if not self._attr:  # all categories in one batch: one model call instead of one per category
+                texts = [f"{r.detail.name}: {a}" for r in self.refs for a in r.detail.attributes]
+                E = self._embedder.embed(texts) if texts else None
+                at = 0
+                for i, r in enumerate(self.refs):
+                    n = len(r.detail.attributes)
+                    self._attr[i] = E[at:at + n] if n else np.zeros((0, 1), np.float32)
+                    at += n
+            A = self._attr[category]
         sims = A @ x
         j = int(sims.argmax())
         return attrs[j], float(sims[j])

@@ -29,7 +29,7 @@ from ..schema.model import Schema
 from .category_index import CategoryIndex, fingerprint
 from .head import TrainedHead, bundled_head
 from .phrasing import short_phrase, states_preference
-from .vocabulary import VocabularyIndex, literal_attribute
+from .vocabulary import literal_attribute
 
 _UNSET = object()
 
@@ -63,7 +63,6 @@ class LocalExtractor:
         self._cache: OrderedDict[str, CategoryIndex] = OrderedDict()
         self._by_id: dict[int, tuple[Schema, CategoryIndex]] = {}
         self._cache_size = cache_size
-        self._head_vocab: Optional[VocabularyIndex] = None
         self._lock = threading.Lock()
 
     # --- public API ---------------------------------------------------------------------
@@ -92,14 +91,12 @@ class LocalExtractor:
     # --- scoring ------------------------------------------------------------------------
     def _score_head(self, X: np.ndarray, texts: list[str], index: CategoryIndex) -> list[_Scored]:
         head = self.head
-        if self._head_vocab is None:
-            self._head_vocab = VocabularyIndex(head.vocab)
         if not texts:
             return []
+        vocab = index.head_vocabulary(head)
         Z = head.logits(X)
         cued = [states_preference(t) for t in texts]
-        hits = np.array([self._head_vocab.hits(t, self.common_weight if c else 0.0) for t, c in zip(texts, cued)],
-                        np.float32)
+        hits = np.array([vocab.hits(t, self.common_weight if c else 0.0) for t, c in zip(texts, cued)], np.float32)
         Z[:, : len(head.labels)] += head.thresholds.vocab_boost * hits
         Z -= Z.max(1, keepdims=True)
         P = np.exp(Z)
