@@ -31,7 +31,7 @@ class Memory:
     retriever: Retriever = field(init=False)
 
     def __post_init__(self) -> None:
-        self.retriever = Retriever(self.store, self.embedder)
+        self.retriever = Retriever(self.store, self.embedder, self.schema)
 
     @classmethod
     def local(cls, db: str | Path = "boundmem.db", schema: Optional[Schema] = None) -> "Memory":
@@ -72,17 +72,23 @@ class Memory:
                 # someone wrote to these categories meanwhile: decide again, now under the lock
                 decisions, _ = self._plan(allowed, tx.preferences, user, conversation_id)
             real_ids: dict[str, str] = {}
-            for (c, ref), vec, d in zip(allowed, vecs, decisions):
+            vec_of = {c: v for (c, _), v in zip(allowed, vecs)}
+            for (c, ref), d in zip(allowed, decisions):
                 if d.target in real_ids:
                     d = d.model_copy(update={"target": real_ids[d.target]})
+                # the maintainer may rewrite what is stored (e.g. a negation becomes "not Italian")
+                new = d.candidate
+                vec = vec_of.get(new)
+                if vec is None:
+                    vec = self.embedder.embed([enriched_text(ref.detail, new.attribute, new.sentence)])[0]
                 cause = f"{d.action} from {cause_base}: {d.reason}".strip()
                 try:
                     if d.action in ("insert", "append"):
-                        p = tx.insert(c.path, c.attribute, c.sentence, vec, conversation_id, cause)
+                        p = tx.insert(c.path, new.attribute, new.sentence, vec, conversation_id, cause)
                         real_ids[d.target or ""] = p.id
                         d = d.model_copy(update={"target": p.id})
                     elif d.action == "update":
-                        tx.replace(d.target, c.attribute, c.sentence, vec, conversation_id, cause)
+                        tx.replace(d.target, new.attribute, new.sentence, vec, conversation_id, cause)
                     else:
                         tx.note("pass", cause, d.target, {"attribute": c.attribute, "sentence": c.sentence})
                 except OptedOutError:
@@ -111,10 +117,12 @@ class Memory:
             now = utcnow()
             if d.action in ("insert", "append"):
                 d = d.model_copy(update={"target": f"pending-{i}"})
-                existing.append(Preference(id=d.target, user=user, path=c.path, attribute=c.attribute, sentence=c.sentence,
+                existing.append(Preference(id=d.target, user=user, path=c.path, attribute=d.candidate.attribute,
+                                           sentence=d.candidate.sentence,
                                            conversation_id=conversation_id, created_at=now, updated_at=now))
             elif d.action == "update":
-                existing[:] = [p.model_copy(update={"attribute": c.attribute, "sentence": c.sentence, "updated_at": now})
+                new = d.candidate
+                existing[:] = [p.model_copy(update={"attribute": new.attribute, "sentence": new.sentence, "updated_at": now})
                                if p.id == d.target else p for p in existing]
             decisions.append(d)
         return decisions, seen

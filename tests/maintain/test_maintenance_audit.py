@@ -48,9 +48,6 @@ def test_insert_pass_append_update_are_all_audited(mem):
     assert log[5].after["sentence"] == "I'm over Italian food, skip that cuisine"
 
 
-@pytest.mark.xfail(strict=True, reason="Memory.apply stores the incoming candidate, not Decision.candidate, so the "
-                                       "maintainer's 'not Italian' is lost; remove this mark once the facade stores "
-                                       "(and re-embeds) Decision.candidate")
 def test_a_negation_is_stored_as_the_negated_attribute(mem):
     first = mem.apply([c(CUISINE, "Italian", "I love Italian food")], "u", "c1").decisions[0]
     mem.apply([c(CUISINE, "Italian", "I'm over Italian food, skip that cuisine")], "u", "c2")
