@@ -11,9 +11,14 @@ and a score, from one of two scorers:
 * zero-shot otherwise: cosine to category prototypes (name, description, examples) plus
   vocabulary hits, gated by an explicit preference cue, since there is no "none" class.
 
-Per conversation the best-scoring turn must clear `first`; any other turn must clear the much
+A turn without a preference cue ("Set the lighting to blue") is treated as a possible one-off
+command: only proper-name vocabulary (brands, stations) boosts it, and it must clear `bare`.
+Per conversation the best qualifying turn must clear `first`; any other must clear the much
 higher `further`, so a conversation yields at most `max_candidates` preferences. A turn whose
 best category is not in the user's schema uses up its rank and yields nothing.
+
+The attribute is the category's vocabulary item named in the sentence, else the nearest one by
+embedding if close enough, else a short phrase cut from the sentence; `sentence` is the user turn.
 """
 from __future__ import annotations
 
@@ -53,6 +58,9 @@ class _Scored:
 
 
 class LocalExtractor:
+    """`head`: a TrainedHead, None for zero-shot only, or (default) the bundled in-car head.
+    `common_weight`: weight of common-word vocabulary hits relative to proper names (cued turns)."""
+
     def __init__(self, embedder, head: Optional[TrainedHead] | object = _UNSET, zero_shot: ZeroShotRule = ZeroShotRule(),
                  max_candidates: int = 2, cache_size: int = 32, common_weight: float = 0.5):
         self.embedder = embedder
