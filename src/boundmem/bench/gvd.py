@@ -289,14 +289,15 @@ def _code_version() -> str:
     import subprocess
 
     root = Path(__file__).resolve().parents[3]
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src/boundmem/caim", "src/boundmem/bench"],
-                               cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (head or "unknown") + ("+dirty" if dirty else "")
+    def git(*args: str) -> Optional[str]:
+        try:
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src/boundmem/caim", "src/boundmem/bench")
+    return head + ("" if dirty == "" else "+dirty" if dirty else "+unknown")
 
 
 def run_gvd(data_dir: Path, gold: Optional[Path], out: Path, systems: list[str], k: int = 5, llm: Any = None,
