@@ -25,6 +25,7 @@ def test_duplicate_is_merged_with_sources_unioned():
     assert ts[0].source_turn_ids == ("2023-04-28#0", "2023-05-03#1")
     assert ts[0].timestamp == d1
     assert ts[0].days() == {d1, d2}
+    assert m.stats("u") == {"merged": 1, "forgotten": 0}
 
 
 def test_contradiction_newer_wins():
@@ -35,6 +36,7 @@ def test_contradiction_newer_wins():
     ts = [t for t in m.thoughts("u") if "Sichuan" in t.text]
     assert len(ts) == 1
     assert "doesn't like" in ts[0].text and ts[0].timestamp == d2 and ts[0].source_turn_ids == ("2023-05-03#0",)
+    assert m.stats("u") == {"merged": 0, "forgotten": 1}
 
 
 def test_unrelated_thoughts_are_both_kept():

@@ -74,6 +74,7 @@ class CAIM:
         self.store = store or CAIMStore(db)
         self.use_controller = controller
         self._failures = FailureCount()
+        self._stats: dict[str, dict[str, int]] = {}
         local = local_parts(self.ontology, embedder, relevance_filter)
         chosen = local
         if llm is not None:
@@ -92,6 +93,11 @@ class CAIM:
             chosen = replace(chosen, **{k: v for k, v in vars(parts).items() if v is not None})
         self.controller, self.tagger, self.relevance = chosen.controller, chosen.tagger, chosen.relevance
         self.thinker, self.merger = chosen.thinker, chosen.merger
+
+    def stats(self, user: str) -> dict[str, int]:
+        """Organisation steps in this process: duplicates merged into a stored thought, and stored thoughts
+        forgotten because a newer one contradicted them (the bench's "merged" / "forgotten" columns)."""
+        return dict(self._stats.get(user, {"merged": 0, "forgotten": 0}))
 
     @property
     def llm_failures(self) -> int:
@@ -122,6 +128,9 @@ class CAIM:
         with self.store.tx(user) as tx:
             counts = consolidate(tx, drafts, self.merger, [t for _, t in stm])
             tx.clear_stm()
+        acc = self._stats.setdefault(user, {"merged": 0, "forgotten": 0})
+        acc["merged"] += counts["duplicate"]
+        acc["forgotten"] += counts["contradiction"]
         return counts
 
     def add_session(self, user: str, day: date, turns: list[DialogueTurn]) -> None:
