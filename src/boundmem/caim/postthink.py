@@ -4,7 +4,8 @@ Two steps, each with a local and an LLM implementation:
 1. Extension (`Thinker`): the session's turns -> `ThoughtDraft`s (<= 3 ontology tags, session date, source
    turn ids). `LocalThinker` compresses each turn with the rules in `caim.compress` (one thought for what the user
    said, one for what the AI recommended/advised) and tags it with a `Tagger` (an AI thought is tagged together
-   with the user's request and the turn before, which say what kind of thing was recommended). `LLMThinker` uses prompt THINK.
+   with the user's request and the turn before, which say what kind of thing was recommended, or failing that
+   with the reply itself: "the album Kind of Blue"). `LLMThinker` uses prompt THINK.
 2. Review (`Merger`): each draft against stored thoughts that share a tag at subcategory level.
    `LocalMerger`: cosine >= `dup` with the same polarity -> duplicate (the stored text is kept, sources unioned, the
    earliest timestamp kept); cosine >= `contra` with opposite polarity (one says not/never/dislike/no longer, the other
@@ -56,9 +57,8 @@ class LocalThinker:
                 out.append(ThoughtDraft(text=u, tags=tuple(self.tagger.tags(u, 3)), timestamp=day, source_turn_ids=(t.id,)))
             if a:
                 # what was recommended is often only named ("The Little Prince"); the request says what kind of thing
-                context = f"{a}. {prev} {t.query}"
-                out.append(ThoughtDraft(text=a, tags=tuple(self.tagger.tags(context, 3)), timestamp=day,
-                                        source_turn_ids=(t.id,)))
+                tags = self.tagger.tags(f"{a}. {prev} {t.query}", 3) or self.tagger.tags(f"{a}. {t.response}", 3)
+                out.append(ThoughtDraft(text=a, tags=tuple(tags), timestamp=day, source_turn_ids=(t.id,)))
             prev = t.query
         return out
 
