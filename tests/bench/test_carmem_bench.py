@@ -68,11 +68,12 @@ def test_maintenance_summary_by_hand():
 
 
 def test_lost_preferences():
-    assert is_lost(True, "different", "update", "Italian", "Italian")       # MP: the old one had to stay
-    assert not is_lost(False, "different", "update", "Italian", "Italian")  # MNP: replacing is the point
-    assert not is_lost(True, "negate", "update", "Italian", "Italian")      # the negated one goes
-    assert is_lost(True, "negate", "update", "Kosher", "Italian")           # the wrong one went
-    assert not is_lost(True, "equal", "pass", "Kosher", "Italian")
+    assert is_lost(True, "different", "update", True)       # MP: the old one had to stay
+    assert not is_lost(False, "different", "update", True)  # MNP: replacing is the point
+    assert not is_lost(True, "negate", "update", True)      # the negated one goes
+    assert is_lost(True, "negate", "update", False)         # another stored one went
+    assert is_lost(False, "equal", "update", False) and not is_lost(False, "equal", "update", True)
+    assert not is_lost(True, "equal", "pass", False)
 
 
 def test_retrieval_summary_by_hand():

@@ -253,9 +253,11 @@ def maintenance_rows(item: CarMemItem, existing: list[Preference], negate: Extra
             continue
         # the paper looks the stored ones up by the incoming category; here it is the truth's (same by construction)
         action, target, reason = _decide(maintainer, cand, existing, schema)
-        tattr = by_id[target].attribute if target in by_id else None
-        row.update(candidate=_cand_json(cand), action=action, target=target, target_attribute=tattr, reason=reason,
-                   lost=is_lost(item.multiple, utype, action, tattr, item.attribute))
+        tp = by_id.get(target) if target else None
+        subject = tp is not None and (tp.conversation_id == item.id or same_attribute(tp.attribute, item.attribute))
+        row.update(candidate=_cand_json(cand), action=action, target=target,
+                   target_attribute=tp.attribute if tp else None, target_is_subject=subject, reason=reason,
+                   lost=is_lost(item.multiple, utype, action, subject))
         out.append(row)
     return out
 

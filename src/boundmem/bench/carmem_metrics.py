@@ -104,18 +104,19 @@ class MaintenanceRow(BaseModel):
     lost: bool = False  # an update removed a stored preference that should have stayed
 
 
-def is_lost(multiple: bool, utterance: str, action: str, target_attribute: Optional[str], gt_attribute: str) -> bool:
+def is_lost(multiple: bool, utterance: str, action: str, target_is_subject: bool) -> bool:
     """Did this decision delete something the user still holds?
 
-    equal/negate are about the ground-truth attribute: replacing that one is fine (a rewrite or the
-    intended update), replacing another stored attribute loses it. different on MP adds a preference, so any
-    update loses one; on MNP the one stored preference is meant to be replaced.
+    equal/negate are about one stored preference (the subject: the one that conversation produced, or one
+    with the truth's attribute): replacing it is fine (a rewrite or the intended update), replacing another
+    stored one loses that. different on MP adds a preference, so any update loses one; on MNP the one stored
+    preference is meant to be replaced.
     """
     if action != "update":
         return False
     if utterance == "different":
         return multiple
-    return target_attribute is None or not same_attribute(target_attribute, gt_attribute)
+    return not target_is_subject
 
 
 def maintenance_summary(rows: Sequence[MaintenanceRow]) -> dict:

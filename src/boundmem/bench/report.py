@@ -177,12 +177,14 @@ def timing_section(report: Report, watch: Stopwatch, machine: dict[str, Any]) ->
     cores = machine.get("usable_cores") or machine.get("cores") or 1
     busy = ""
     if la0 and la1:
-        busy = (f" Load average (1/5/15 min) at start {la0[0]:.2f}/{la0[1]:.2f}/{la0[2]:.2f}, at end "
-                f"{la1[0]:.2f}/{la1[1]:.2f}/{la1[2]:.2f}")
-        if max(la0[0], la1[0], la1[1]) > cores:
-            busy += f": the machine was oversubscribed (load > {cores} cores), so wall times are inflated by contention."
+        busy = (f" Load average (1/5/15 min) before the run {la0[0]:.2f}/{la0[1]:.2f}/{la0[2]:.2f}, at the end "
+                f"(including this run) {la1[0]:.2f}/{la1[1]:.2f}/{la1[2]:.2f}")
+        if la0[0] >= cores:
+            busy += ": the machine was already fully busy when the run started, so wall times are inflated by contention."
+        elif la1[0] > cores + 0.5:
+            busy += f": other work competed for the {cores} cores during the run, so wall times are somewhat inflated."
         else:
-            busy += "."
+            busy += ": little competing load."
     share = ratio(tot["cpu_s"], tot["wall_s"])
     report.para(f"Machine: {machine.get('cpu')}, {machine.get('cores')} cores ({cores} usable), Python "
                 f"{machine.get('python')}, {machine.get('platform')}.{busy} This process used "
