@@ -180,7 +180,7 @@ def timing_section(report: Report, watch: Stopwatch, machine: dict[str, Any]) ->
         busy = (f" Load average (1/5/15 min) before the run {la0[0]:.2f}/{la0[1]:.2f}/{la0[2]:.2f}, at the end "
                 f"(including this run) {la1[0]:.2f}/{la1[1]:.2f}/{la1[2]:.2f}")
         if la0[0] >= cores:
-            busy += ": the machine was already fully busy when the run started, so wall times are inflated by contention."
+            busy += ": the machine was busy when the run started (1-min load ≥ cores), so wall times may be inflated by contention."
         elif la1[0] > cores + 0.5:
             busy += f": other work competed for the {cores} cores during the run, so wall times are somewhat inflated."
         else:
