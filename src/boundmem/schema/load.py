@@ -121,7 +121,7 @@ def dump_yaml(schema: Schema) -> str:
 
 def builtin_schema(name: str = "incar") -> Schema:
     """Schemas shipped in the package ("incar": the CarMem in-car schema, 4/11/41)."""
-    ref = resources.files("boundmem.schema").joinpath("data", f"{name}.yaml")
+    ref = resources.files("boundmem.schema").joinpath("data").joinpath(f"{name}.yaml")
     if not ref.is_file():
         raise SchemaFileError(f"{name}.yaml", f"no built-in schema named {name!r}")
     return load_yaml(ref.read_text(encoding="utf-8"), f"boundmem/schema/data/{name}.yaml")

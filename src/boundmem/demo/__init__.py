@@ -1,0 +1,1 @@
+"""Demo conversations shipped for `boundmem demo`."""

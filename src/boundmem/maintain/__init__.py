@@ -1,0 +1,1 @@
+"""Maintenance: pass / update / append against what is stored in the same detail category."""
