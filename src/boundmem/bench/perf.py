@@ -200,7 +200,8 @@ def register(app: typer.Typer) -> None:
                 from functools import partial
 
                 rep = hammer(partial(SQLiteStore, work / "hammer.db"), writers, ops)
-                res["concurrent_writers"] = {"writers": writers, "ops": ops, "result": rep.model_dump(),
+                res["concurrent_writers"] = {"writers": writers, "ops": ops,
+                                             "result": {**rep.model_dump(), "ok": rep.ok, "tx_per_second": rep.tx_per_second},
                                              "seconds": time.perf_counter() - t}
         res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         res["wall_seconds"] = time.perf_counter() - t_all
