@@ -93,7 +93,11 @@ def render_report(res: dict, watch: Stopwatch, machine: dict, images: dict[str, 
              f"`{cfg['extractor']}` ({cfg['extractor_class']}), maintainer `{cfg['maintainer']}` "
              f"({cfg['maintainer_class']}), embedder `{cfg['embedder']}` ({cfg['embedder_class']}). "
              f"Truth attribute hidden from the vocabulary during in-schema extraction (paper's variant): "
-             f"{'yes' if cfg['hide_gt_attribute'] else 'no'}.")
+             f"{'yes' if cfg['hide_gt_attribute'] else 'no'}."
+             + (" Maintenance and retrieval use these same extractions (as the paper did); an extractor that takes "
+                "attributes from the vocabulary cannot output the hidden one, so its stored attributes are wrong by "
+                "construction and the maintenance numbers of this run are not comparable to the paper's."
+                if cfg["hide_gt_attribute"] else ""))
     rep.para("Paper: CarMem (Kirmayr et al., COLING Industry 2025, arXiv 2501.09645) with gpt-4o-2024-08-06 "
              "(extraction, maintenance) and text-embedding-ada-002 (retrieval). Paper figures are computed from "
              "the authors' result PDFs (see docs/carmem-protocol.md). **Conditional** = the paper's population: "
