@@ -274,8 +274,9 @@ def summarise_maintenance(rows: list[dict]) -> dict:
 
 
 # --- retrieval -------------------------------------------------------------------------------
-def retrieval_rows(store: Any, embedder: Any, items: list[CarMemItem], qvecs: dict[str, Any], relevant_fn) -> list[dict]:
-    retr = Retriever(store, embedder)
+def retrieval_rows(store: Any, embedder: Any, schema: Schema, items: list[CarMemItem], qvecs: dict[str, Any],
+                   relevant_fn) -> list[dict]:
+    retr = Retriever(store, embedder, schema)  # as Memory builds it
     out = []
     for it in items:
         q = qvecs[it.id]
@@ -434,9 +435,9 @@ def run_carmem(cfg: CarMemConfig, components: Optional[Components] = None) -> di
             retr: dict[str, list[dict]] = {}
             for mode in ("enriched", "sentence"):
                 retr[f"conditional/{mode}"] = retrieval_rows(
-                    cond[mode], emb, correct, qvecs, lambda it, p: p.conversation_id == it.id)
+                    cond[mode], emb, schema, correct, qvecs, lambda it, p: p.conversation_id == it.id)
                 retr[f"end_to_end/{mode}"] = retrieval_rows(
-                    e2e[mode], emb, items, qvecs, lambda it, p: label(p.path, "detail") == label(it.path, "detail"))
+                    e2e[mode], emb, schema, items, qvecs, lambda it, p: label(p.path, "detail") == label(it.path, "detail"))
         for s in (*cond.values(), *e2e.values()):
             s.close()
 
