@@ -187,8 +187,8 @@ def render_report(res: dict, watch: Stopwatch, machine: dict, images: dict[str, 
              "is the correctly extracted preferences and a hit is the truth conversation's preference. End to end: the "
              "gallery is what Memory stored from all conversations and a hit is any stored preference of the truth's "
              "detail category (n = 0 is a miss). Enriched text = `Detail: attribute. sentence.`; sentence-only = the "
-             "extracted sentence. Dynamic = the shipped retriever with k=None (k = stored preferences in the top hit's "
-             "subcategory).")
+             "extracted sentence. Dynamic = the retriever as Memory builds it, with k=None: it predicts the utterance's "
+             "subcategory (best stored match plus a schema-prototype prior) and returns what the user holds there.")
     paper_ref = {"conditional/enriched": ".87 (ada-002)", "conditional/sentence": ".75 (ada-002)"}
     rep.table(["gallery / text", "queries", "hit@n", "hit@n+1", "hit@1", "hit@2", "hit@5", "dynamic k", "mean dynamic k",
                "n = 0", "paper hit@n"],
