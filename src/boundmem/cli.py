@@ -266,7 +266,10 @@ def _mount(only: Optional[str] = None) -> None:
 
 def main() -> None:
     first = sys.argv[1] if len(sys.argv) > 1 else None
-    _mount(first if first in _LAZY else None)
+    if first in _LAZY:
+        _mount(first)
+    elif first is None or first.startswith("-"):  # top-level help lists everything
+        _mount()
     app()
 
 
