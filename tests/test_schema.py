@@ -56,7 +56,7 @@ def test_tool_schema_has_only_optional_fields_and_pruned_categories_vanish(schem
     assert params.get("required", []) == []
     for d in params.get("$defs", {}).values():
         assert d.get("required", []) == [], d.get("title")
-        assert d.get("additionalProperties") is False or "properties" not in d or d.get("title") == "PreferenceItem"
+        assert d.get("additionalProperties") is False, d.get("title")
 
 
 def test_output_model_accepts_nothing_and_rejects_unknown_category(schema):

@@ -156,7 +156,7 @@ def _label(schema, path) -> str:
     try:
         ref = schema.resolve(path)
         return f"{ref.sub.name} > {ref.detail.name}"
-    except Exception:  # a preference from another schema version still gets shown
+    except UnknownCategoryError:  # a preference from another schema version still gets shown
         return str(path)
 
 

@@ -18,7 +18,7 @@ def make_embedder(name: str = "minilm"):
 
         return HashEmbedder()
     if name == "openai":
-        from .retrieve.openai_embed import OpenAIEmbedder  # type: ignore[import-not-found]
+        from .retrieve.openai_embed import OpenAIEmbedder
 
         return OpenAIEmbedder()
     raise ValueError(f"unknown embedder {name!r} (choose minilm, openai or hash)")
@@ -30,15 +30,11 @@ def make_extractor(name: str = "local", embedder=None):
 
         return KeywordExtractor()
     if name == "local":
-        try:
-            from .extract.local import LocalExtractor  # type: ignore[import-not-found]
-        except ImportError:
-            from .extract.keyword import KeywordExtractor
+        from .extract.local import LocalExtractor
 
-            return KeywordExtractor()
         return LocalExtractor(embedder or make_embedder())
     if name == "llm":
-        from .extract.llm import LLMExtractor  # type: ignore[import-not-found]
+        from .extract.llm import LLMExtractor
 
         return LLMExtractor.from_env()
     raise ValueError(f"unknown extractor {name!r} (choose local, keyword or llm)")
@@ -50,15 +46,11 @@ def make_maintainer(name: str = "local", embedder=None):
 
         return RuleMaintainer()
     if name == "local":
-        try:
-            from .maintain.local import LocalMaintainer  # type: ignore[import-not-found]
-        except ImportError:
-            from .maintain.rules import RuleMaintainer
+        from .maintain.local import LocalMaintainer
 
-            return RuleMaintainer()
         return LocalMaintainer(embedder or make_embedder())
     if name == "llm":
-        from .maintain.llm import LLMMaintainer  # type: ignore[import-not-found]
+        from .maintain.llm import LLMMaintainer
 
         return LLMMaintainer.from_env()
     raise ValueError(f"unknown maintainer {name!r} (choose local, rules or llm)")
@@ -67,7 +59,7 @@ def make_maintainer(name: str = "local", embedder=None):
 def make_store(url: str | Path = "boundmem.db"):
     s = str(url)
     if s.startswith(("postgres://", "postgresql://")):
-        from .store.postgres import PostgresStore  # type: ignore[import-not-found]
+        from .store.postgres import PostgresStore
 
         return PostgresStore(s)
     from .store.sqlite import SQLiteStore

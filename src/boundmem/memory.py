@@ -67,20 +67,20 @@ class Memory:
         # Decide before taking the write lock: an LLM maintainer may take seconds, and holding the
         # store's write transaction that long would stall every other writer.
         decisions, seen = self._plan(allowed, lambda path: self.store.preferences(user, str(path)), user, conversation_id)
+        vec_of = {c: v for (c, _), v in zip(allowed, vecs)}
+        self._embed_rewrites(allowed, decisions, vec_of)
         with self.store.transaction(user) as tx:
             if any(_signature(tx.preferences(CategoryPath.model_validate_json(k))) != sig for k, sig in seen.items()):
                 # someone wrote to these categories meanwhile: decide again, now under the lock
                 decisions, _ = self._plan(allowed, tx.preferences, user, conversation_id)
+                self._embed_rewrites(allowed, decisions, vec_of)
             real_ids: dict[str, str] = {}
-            vec_of = {c: v for (c, _), v in zip(allowed, vecs)}
             for (c, ref), d in zip(allowed, decisions):
                 if d.target in real_ids:
                     d = d.model_copy(update={"target": real_ids[d.target]})
                 # the maintainer may rewrite what is stored (e.g. a negation becomes "not Italian")
                 new = d.candidate
-                vec = vec_of.get(new)
-                if vec is None:
-                    vec = self.embedder.embed([enriched_text(ref.detail, new.attribute, new.sentence)])[0]
+                vec = vec_of[new]
                 cause = f"{d.action} from {cause_base}: {d.reason}".strip()
                 try:
                     if d.action in ("insert", "append"):
@@ -97,6 +97,13 @@ class Memory:
                     continue
                 result.decisions.append(d)
         return result
+
+    def _embed_rewrites(self, allowed, decisions: list[Decision], vec_of: dict) -> None:
+        """Embeddings for candidates the maintainer rewrote (e.g. "not Italian"), in one batch."""
+        todo = [(d.candidate, ref) for (_, ref), d in zip(allowed, decisions) if d.candidate not in vec_of]
+        if todo:
+            vecs = self.embedder.embed([enriched_text(ref.detail, c.attribute, c.sentence) for c, ref in todo])
+            vec_of.update({c: v for (c, _), v in zip(todo, vecs)})
 
     def _plan(self, allowed, read, user: str, conversation_id: Optional[str]):
         """Maintenance decisions in candidate order, each seeing what the earlier ones of this ingest would write.

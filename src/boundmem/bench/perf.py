@@ -130,12 +130,9 @@ def measure_recall_scaling(store, tiers: list[int], per_user: int, queries: int,
 
 
 def _plot(rows_by_store: dict[str, list[dict]], path: Path) -> None:
-    import matplotlib
+    from .report import _plt, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = _plt().subplots(figsize=(6, 4))
     for name, rows in rows_by_store.items():
         xs = [r["preferences"] for r in rows]
         ax.plot(xs, [r["p50_ms"] for r in rows], marker="o", label=f"{name} p50")
@@ -145,9 +142,7 @@ def _plot(rows_by_store: dict[str, list[dict]], path: Path) -> None:
     ax.set_xlabel("stored preferences (10 per user)")
     ax.set_ylabel("store search latency (ms)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def register(app: typer.Typer) -> None:

@@ -257,12 +257,7 @@ def plot_confusion(matrix: Sequence[Sequence[float]], row_labels: Sequence[str],
                     ax.text(j, i, f"{int(m[i, j])}", ha="center", va="center", fontsize=fs,
                             color="white" if shown[i, j] > 0.5 else "black")
     fig.colorbar(im, ax=ax, fraction=0.03)
-    fig.tight_layout()
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    return p
+    return save_figure(fig, path)
 
 
 def plot_lines(x: Sequence[float], series: dict[str, Sequence[Optional[float]]], path: str | Path, title: str,
@@ -282,9 +277,14 @@ def plot_lines(x: Sequence[float], series: dict[str, Sequence[Optional[float]]],
         ax.set_ylim(*ylim)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    return save_figure(fig, path)
+
+
+def save_figure(fig, path: str | Path) -> Path:
+    """Lay out, write (creating the folder) and close a matplotlib figure."""
     fig.tight_layout()
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(p, dpi=110)
-    plt.close(fig)
+    _plt().close(fig)
     return p
