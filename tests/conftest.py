@@ -27,9 +27,25 @@ def schema():
     return builtin_schema()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _model_cache(tmp_path_factory):
+    """The ONNX export of MiniLM goes to a cache dir of this run (subprocesses inherit it), not the user's."""
+    if not os.environ.get("BOUNDMEM_CACHE_DIR"):
+        os.environ["BOUNDMEM_CACHE_DIR"] = str(tmp_path_factory.mktemp("boundmem-cache"))
+    yield
+
+
 @pytest.fixture(scope="session")
 def minilm():
-    """The real bundled MiniLM, loaded once for the whole run."""
+    """The bundled MiniLM on the backend a default install uses (ONNX Runtime when installed), loaded once."""
+    from boundmem.factory import make_embedder
+
+    return make_embedder("minilm")
+
+
+@pytest.fixture(scope="session")
+def minilm_torch():
+    """The bundled MiniLM on torch (sentence-transformers): the reference the ONNX backend is checked against."""
     from boundmem.retrieve.embed import MiniLMEmbedder
 
     return MiniLMEmbedder()

@@ -1,6 +1,7 @@
 """Wiring components by name, so the CLI, the service and the benchmarks build stages the same way."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -8,8 +9,24 @@ from .schema.load import builtin_schema
 from .schema.model import Schema
 
 
+MINILM_BACKENDS = ("auto", "onnx", "torch")
+
+
 def make_embedder(name: str = "minilm"):
-    if name == "minilm":
+    """`minilm` picks its backend from BOUNDMEM_MINILM_BACKEND (auto|onnx|torch; auto = ONNX Runtime
+    when it can run here, else torch); `minilm-onnx` and `minilm-torch` force one."""
+    if name.startswith("minilm"):
+        backend = name.removeprefix("minilm").lstrip("-") or os.environ.get("BOUNDMEM_MINILM_BACKEND", "auto")
+        if backend not in MINILM_BACKENDS:
+            raise ValueError(f"unknown MiniLM backend {backend!r} (choose {', '.join(MINILM_BACKENDS)})")
+        if backend == "auto":
+            from .retrieve import onnx_embed
+
+            backend = "onnx" if onnx_embed.available() else "torch"
+        if backend == "onnx":
+            from .retrieve.onnx_embed import OnnxMiniLMEmbedder
+
+            return OnnxMiniLMEmbedder()
         from .retrieve.embed import MiniLMEmbedder
 
         return MiniLMEmbedder()
@@ -21,7 +38,7 @@ def make_embedder(name: str = "minilm"):
         from .retrieve.openai_embed import OpenAIEmbedder
 
         return OpenAIEmbedder()
-    raise ValueError(f"unknown embedder {name!r} (choose minilm, openai or hash)")
+    raise ValueError(f"unknown embedder {name!r} (choose minilm, minilm-onnx, minilm-torch, openai or hash)")
 
 
 def make_extractor(name: str = "local", embedder=None):

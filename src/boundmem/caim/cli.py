@@ -52,9 +52,9 @@ def _caim(db: str, embedder: str = "hash", llm: bool = False):
         _fail(f"--embedder {embedder!r} is not one of minilm, hash")
     emb = None
     if embedder == "minilm":
-        from ..retrieve.embed import MiniLMEmbedder
+        from ..factory import make_embedder
 
-        emb = MiniLMEmbedder()
+        emb = make_embedder("minilm")
     client = None
     if llm:
         from ..llm import LLMClient, LLMError
