@@ -177,6 +177,19 @@ def test_openapi_documents_typed_models_and_bearer_auth(client):
     assert any(s.get("scheme") == "bearer" for s in spec["components"]["securitySchemes"].values())
 
 
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_api_docs_load_nothing_from_outside(client, page):
+    import re
+
+    r = client.get(page)
+    assert r.status_code == 200
+    refs = re.findall(r"""(?:src|href)\s*[=:]\s*["']([^"']+)["']""", r.text)
+    assert refs, "the docs page references its scripts"
+    assert [u for u in refs if re.match(r"(?:https?:)?//", u)] == []
+    for u in refs:
+        assert client.get(u).status_code == 200, u
+
+
 def test_page_is_served_with_a_strict_content_security_policy(client):
     r = client.get("/ui")
     assert r.status_code == 200 and "<script src=\"/ui/app.js\"" in r.text

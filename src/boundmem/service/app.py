@@ -17,6 +17,7 @@ from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request, statu
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..extract.base import ExtractionError
@@ -140,7 +141,9 @@ def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str]) -> FastA
     ring = keys if isinstance(keys, KeyRing) else KeyRing(keys)
     get_memory = _Lazy(memory)
     bearer = HTTPBearer(auto_error=False, description="A tenant API key: `Authorization: Bearer KEY`.")
-    app = FastAPI(title="boundmem", version="1",
+    # FastAPIOffline serves Swagger UI / ReDoc from the package, not a CDN: the API docs work on a car's or a
+    # plant's network that reaches nothing outside
+    app = FastAPIOffline(title="boundmem", version="1",
                   description="Bounded long-term memory: only the categories a user agreed to, all of it visible, "
                               "forgotten on request.",
                   responses={401: {"model": ErrorOut}, 422: {"model": ErrorOut}})
