@@ -26,6 +26,7 @@ from ..models import AuditEntry, Candidate, Conversation, Decision, Preference, 
 from ..schema.model import CategoryPath, Schema, UnknownCategoryError
 from ..store.base import NotFoundError
 from .auth import USER_ID_PATTERN, KeyRing, namespaced
+from .limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
 
 STATIC = FsPath(__file__).parent / "static"
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
@@ -136,8 +137,10 @@ def _field(loc) -> str:
     return ".".join(parts)
 
 
-def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str]) -> FastAPI:
-    """The API for one Memory (or a zero-argument factory of one) and a set of tenant keys."""
+def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+    """The API for one Memory (or a zero-argument factory of one) and a set of tenant keys.
+    Request bodies over `max_body_bytes` are refused with 413 before they are parsed."""
     ring = keys if isinstance(keys, KeyRing) else KeyRing(keys)
     get_memory = _Lazy(memory)
     bearer = HTTPBearer(auto_error=False, description="A tenant API key: `Authorization: Bearer KEY`.")
@@ -146,7 +149,8 @@ def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str]) -> FastA
     app = FastAPIOffline(title="boundmem", version="1",
                   description="Bounded long-term memory: only the categories a user agreed to, all of it visible, "
                               "forgotten on request.",
-                  responses={401: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+                  responses={401: {"model": ErrorOut}, 413: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):

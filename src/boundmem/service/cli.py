@@ -39,6 +39,8 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
                                               help="Keys file (TOML or JSON) mapping API key -> tenant (env BOUNDMEM_KEYS)."),
           host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8000, "--port"),
           extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER,
+          max_body: int = typer.Option(1_000_000, "--max-body-bytes", min=1,
+                                       help="Refuse request bodies larger than this with 413."),
           warm: bool = typer.Option(True, "--warm/--lazy", help="Load the models before accepting requests (default), "
                                                                  "or on the first request.")):
     """Serve the REST API (/docs, /openapi.json) and the transparency page (/ui)."""
@@ -62,7 +64,7 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
     import uvicorn
 
     typer.echo(f"boundmem serving {len(ring.tenants)} tenant(s) on http://{host}:{port} (page: /ui, API docs: /docs)", err=True)
-    uvicorn.run(create_app(factory, ring), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(factory, ring, max_body_bytes=max_body), host=host, port=port, log_level="info")
 
 
 @app.command("mcp")
