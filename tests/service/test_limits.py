@@ -55,7 +55,7 @@ def test_bodies_under_the_limit_still_work_chunked_or_not(small_client, memory):
     r = small_client.post(URL, content=iter([data[:10], data[10:]]),
                           headers={**auth(KEY_A), "Content-Type": "application/json"})
     assert r.status_code == 200, r.text
-    prefs = small_client.get("/v1/users/alice/preferences", headers=auth(KEY_A)).json()
+    prefs = small_client.get("/v1/users/alice/preferences", headers=auth(KEY_A)).json()["preferences"]
     assert [p["sentence"] for p in prefs] == ["I love Italian food."]
 
 
