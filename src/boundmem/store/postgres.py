@@ -27,16 +27,14 @@ from __future__ import annotations
 
 import os
 import threading
-import uuid
 from contextlib import ExitStack, contextmanager
 from typing import Any, Iterator, Optional
 
 import numpy as np
 
 from ..models import AuditEntry, Preference, UserExport, utcnow
-from ..schema.model import CategoryPath
-from .base import NotFoundError, OptedOutError, StoreError, blocking_rule, unit
-from .sqlite import dim_mismatch, prepare_embedding, public, stack
+from .base import NotFoundError, StoreError, unit
+from .sql_tx import Dialect, SqlTx, dim_mismatch, row_to_pref, stack
 
 try:
     import psycopg
@@ -90,11 +88,8 @@ _DDL = [
 
 _COLS = "id, user_id, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at"
 _ORDER = "ORDER BY created_at, seq"
-
-
-def _row_to_pref(r) -> Preference:
-    return Preference(id=r[0], user=r[1], path=CategoryPath(main=r[2], sub=r[3], detail=r[4]), attribute=r[5],
-                      sentence=r[6], conversation_id=r[7], created_at=r[8], updated_at=r[9])
+DIALECT = Dialect(param="%s", user_col="user_id", order=_ORDER, stored_dim="vector_dims(embedding)",
+                  distinct="IS DISTINCT FROM", now=utcnow, json=Jsonb, vector=lambda v: v)
 
 
 def _prefix_sql(prefix: str) -> tuple[str, list[str]]:
@@ -109,82 +104,6 @@ def _prefix_sql(prefix: str) -> tuple[str, list[str]]:
 
 def _vec(row_value: Any) -> np.ndarray:
     return np.asarray(row_value.to_numpy() if hasattr(row_value, "to_numpy") else row_value, dtype=np.float32)
-
-
-class _PgTx:
-    def __init__(self, con: "psycopg.Connection", user: str):
-        self.con, self.user = con, user
-        self._opt = [r[0] for r in con.execute("SELECT prefix FROM opt_outs WHERE user_id=%s", (user,))]
-        self._dim: Optional[int] = None
-
-    def _audit(self, op: str, pref_id: Optional[str], before, after, cause: str) -> None:
-        self.con.execute("INSERT INTO audit(user_id, op, preference_id, before, after, cause, at) "
-                         "VALUES (%s,%s,%s,%s,%s,%s,%s)",
-                         (self.user, op, pref_id, Jsonb(before) if before is not None else None,
-                          Jsonb(after) if after is not None else None, cause, utcnow()))
-
-    def preferences(self, path: Optional[CategoryPath] = None) -> list[Preference]:
-        if path is None:
-            rows = self.con.execute(f"SELECT {_COLS} FROM preferences WHERE user_id=%s {_ORDER}", (self.user,))
-        else:
-            rows = self.con.execute(f"SELECT {_COLS} FROM preferences WHERE user_id=%s AND main=%s AND sub=%s "
-                                    f"AND detail=%s {_ORDER}", (self.user, path.main, path.sub, path.detail))
-        return [_row_to_pref(r) for r in rows]
-
-    def _get(self, pref_id: str) -> Preference:
-        r = self.con.execute(f"SELECT {_COLS} FROM preferences WHERE id=%s AND user_id=%s",
-                             (pref_id, self.user)).fetchone()
-        if r is None:
-            raise NotFoundError(f"no preference {pref_id!r} for user {self.user!r}")
-        return _row_to_pref(r)
-
-    def _check(self, path: CategoryPath) -> None:
-        rule = blocking_rule(self._opt, path)
-        if rule:
-            raise OptedOutError(self.user, path, rule)
-
-    def _vector(self, embedding: np.ndarray, replacing: Optional[str] = None) -> np.ndarray:
-        v = prepare_embedding(embedding)
-        if self._dim is None:
-            r = self.con.execute("SELECT vector_dims(embedding) FROM preferences WHERE user_id=%s "
-                                 "AND id IS DISTINCT FROM %s LIMIT 1", (self.user, replacing)).fetchone()
-            self._dim = r[0] if r else None
-        if self._dim is not None and self._dim != len(v):
-            raise dim_mismatch(self.user, self._dim, len(v))
-        self._dim = len(v)
-        return v
-
-    def insert(self, path, attribute, sentence, embedding, conversation_id, cause) -> Preference:
-        self._check(path)
-        vec = self._vector(embedding)
-        now = utcnow()
-        pid = uuid.uuid4().hex
-        self.con.execute(f"INSERT INTO preferences({_COLS}, embedding) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
-                         (pid, self.user, path.main, path.sub, path.detail, attribute, sentence, conversation_id,
-                          now, now, vec))
-        p = self._get(pid)
-        self._audit("insert", pid, None, public(p), cause)
-        return p
-
-    def replace(self, pref_id, attribute, sentence, embedding, conversation_id, cause) -> Preference:
-        before = self._get(pref_id)
-        self._check(before.path)
-        vec = self._vector(embedding, replacing=pref_id)
-        self.con.execute("UPDATE preferences SET attribute=%s, sentence=%s, conversation_id=%s, updated_at=%s, "
-                         "embedding=%s WHERE id=%s AND user_id=%s",
-                         (attribute, sentence, conversation_id, utcnow(), vec, pref_id, self.user))
-        after = self._get(pref_id)
-        self._audit("update", pref_id, public(before), public(after), cause)
-        return after
-
-    def delete(self, pref_id, cause) -> Preference:
-        before = self._get(pref_id)
-        self.con.execute("DELETE FROM preferences WHERE id=%s AND user_id=%s", (pref_id, self.user))
-        self._audit("delete", pref_id, public(before), None, cause)
-        return before
-
-    def note(self, op, cause, preference_id=None, detail=None) -> None:
-        self._audit(op, preference_id, None, detail, cause)
 
 
 class PostgresStore:
@@ -283,27 +202,27 @@ class PostgresStore:
         return self._begin(lock_user=user)
 
     @contextmanager
-    def transaction(self, user: str) -> Iterator[_PgTx]:
+    def transaction(self, user: str) -> Iterator[SqlTx]:
         with self._locked(user) as con:
             con.execute("INSERT INTO users(id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
                         (user, utcnow()))
-            yield _PgTx(con, user)
+            yield SqlTx(con, user, DIALECT)
 
     # --- reads ------------------------------------------------------------------------------
     def preferences(self, user: str, prefix: Optional[str] = None) -> list[Preference]:
         cond, params = _prefix_sql(prefix or "")
         rows = self._query(f"SELECT {_COLS} FROM preferences WHERE user_id=%s AND {cond} {_ORDER}", (user, *params))
-        return [_row_to_pref(r) for r in rows]
+        return [row_to_pref(r) for r in rows]
 
     def get(self, user: str, pref_id: str) -> Preference:
         rows = self._query(f"SELECT {_COLS} FROM preferences WHERE id=%s AND user_id=%s", (pref_id, user))
         if not rows:
             raise NotFoundError(f"no preference {pref_id!r} for user {user!r}")
-        return _row_to_pref(rows[0])
+        return row_to_pref(rows[0])
 
     def vectors(self, user: str) -> tuple[list[Preference], np.ndarray]:
         rows = self._query(f"SELECT {_COLS}, embedding FROM preferences WHERE user_id=%s {_ORDER}", (user,))
-        return [_row_to_pref(r) for r in rows], stack(user, [_vec(r[10]) for r in rows])
+        return [row_to_pref(r) for r in rows], stack(user, [_vec(r[10]) for r in rows])
 
     def search(self, user, query, k, exclude_prefixes=()) -> list[tuple[Preference, float]]:
         if k <= 0:
@@ -324,7 +243,7 @@ class PostgresStore:
             r = self._con().execute("SELECT vector_dims(embedding) FROM preferences WHERE user_id=%s LIMIT 1",
                             (user,)).fetchone()
             raise dim_mismatch(user, r[0] if r else -1, len(q)) from e
-        return [(_row_to_pref(r), -float(r[10])) for r in rows]
+        return [(row_to_pref(r), -float(r[10])) for r in rows]
 
     def opt_outs(self, user: str) -> list[str]:
         return [r[0] for r in self._query("SELECT prefix FROM opt_outs WHERE user_id=%s ORDER BY prefix", (user,))]

@@ -13,7 +13,6 @@ import json
 import os
 import sqlite3
 import threading
-import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
@@ -21,8 +20,8 @@ from typing import Iterator, Optional
 import numpy as np
 
 from ..models import AuditEntry, Preference, UserExport, utcnow
-from ..schema.model import CategoryPath
-from .base import NotFoundError, OptedOutError, StoreError, blocking_rule, unit
+from .base import NotFoundError, unit
+from .sql_tx import Dialect, SqlTx, dim_mismatch, row_to_pref, stack
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, created_at TEXT NOT NULL);
@@ -49,116 +48,8 @@ _COLS = "id, user, main, sub, detail, attribute, sentence, conversation_id, crea
 _ORDER = "ORDER BY created_at, rowid"
 
 
-def _row_to_pref(r) -> Preference:
-    return Preference(id=r[0], user=r[1], path=CategoryPath(main=r[2], sub=r[3], detail=r[4]), attribute=r[5],
-                      sentence=r[6], conversation_id=r[7], created_at=r[8], updated_at=r[9])
-
-
-def public(p: Preference) -> dict:
-    """The audit log's before/after image of a preference (JSON-safe)."""
-    return p.model_dump(mode="json")
-
-
-def prepare_embedding(v: np.ndarray) -> np.ndarray:
-    """A finite, non-empty 1-D vector scaled to unit norm; anything else is bad input, refused before a write."""
-    a = np.asarray(v, dtype=np.float32)
-    if a.ndim != 1 and not (a.ndim == 2 and 1 in a.shape):
-        raise ValueError(f"embedding must be one vector, got an array of shape {a.shape}")
-    a = a.reshape(-1)
-    if a.size == 0:
-        raise ValueError("embedding is empty")
-    if not np.all(np.isfinite(a)):
-        raise ValueError("embedding contains NaN or infinite values")
-    return unit(a)
-
-
-def dim_mismatch(user: str, stored: int, got: int) -> StoreError:
-    return StoreError(f"user {user!r} holds {stored}-d embeddings but got a {got}-d vector: the memory was "
-                      f"filled with a different embedder; use the same one (or forget the user and re-ingest)")
-
-
-def stack(user: str, vecs: list[np.ndarray]) -> np.ndarray:
-    if not vecs:
-        return np.zeros((0, 0), np.float32)
-    dims = {len(v) for v in vecs}
-    if len(dims) > 1:
-        raise StoreError(f"user {user!r} holds embeddings of several dimensions {sorted(dims)}; "
-                         "they were written by different embedders")
-    return np.vstack(vecs).astype(np.float32, copy=False)
-
-
-class _Tx:
-    def __init__(self, store: "SQLiteStore", con: sqlite3.Connection, user: str):
-        self.store, self.con, self.user = store, con, user
-        self._opt = [r[0] for r in con.execute("SELECT prefix FROM opt_outs WHERE user=?", (user,))]
-        self._dim: Optional[int] = None
-
-    def _audit(self, op: str, pref_id: Optional[str], before, after, cause: str) -> None:
-        self.con.execute("INSERT INTO audit(user, op, preference_id, before, after, cause, at) VALUES (?,?,?,?,?,?,?)",
-                         (self.user, op, pref_id, json.dumps(before) if before is not None else None,
-                          json.dumps(after) if after is not None else None, cause, utcnow().isoformat()))
-
-    def preferences(self, path: Optional[CategoryPath] = None) -> list[Preference]:
-        if path is None:
-            rows = self.con.execute(f"SELECT {_COLS} FROM preferences WHERE user=? {_ORDER}", (self.user,))
-        else:
-            rows = self.con.execute(f"SELECT {_COLS} FROM preferences WHERE user=? AND main=? AND sub=? AND detail=? "
-                                    f"{_ORDER}", (self.user, path.main, path.sub, path.detail))
-        return [_row_to_pref(r) for r in rows]
-
-    def _get(self, pref_id: str) -> Preference:
-        r = self.con.execute(f"SELECT {_COLS} FROM preferences WHERE id=? AND user=?", (pref_id, self.user)).fetchone()
-        if r is None:
-            raise NotFoundError(f"no preference {pref_id!r} for user {self.user!r}")
-        return _row_to_pref(r)
-
-    def _check(self, path: CategoryPath) -> None:
-        rule = blocking_rule(self._opt, path)
-        if rule:
-            raise OptedOutError(self.user, path, rule)
-
-    def _vector(self, embedding: np.ndarray, replacing: Optional[str] = None) -> bytes:
-        v = prepare_embedding(embedding)
-        if self._dim is None:
-            r = self.con.execute("SELECT length(embedding) FROM preferences WHERE user=? AND id IS NOT ? LIMIT 1",
-                                 (self.user, replacing)).fetchone()
-            self._dim = r[0] // 4 if r else None
-        if self._dim is not None and self._dim != len(v):
-            raise dim_mismatch(self.user, self._dim, len(v))
-        self._dim = len(v)
-        return v.tobytes()
-
-    def insert(self, path, attribute, sentence, embedding, conversation_id, cause) -> Preference:
-        self._check(path)
-        vec = self._vector(embedding)
-        now = utcnow().isoformat()
-        pid = uuid.uuid4().hex
-        self.con.execute(f"INSERT INTO preferences({_COLS}, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                         (pid, self.user, path.main, path.sub, path.detail, attribute, sentence, conversation_id,
-                          now, now, vec))
-        p = self._get(pid)
-        self._audit("insert", pid, None, public(p), cause)
-        return p
-
-    def replace(self, pref_id, attribute, sentence, embedding, conversation_id, cause) -> Preference:
-        before = self._get(pref_id)
-        self._check(before.path)
-        vec = self._vector(embedding, replacing=pref_id)
-        self.con.execute("UPDATE preferences SET attribute=?, sentence=?, conversation_id=?, updated_at=?, embedding=? "
-                         "WHERE id=? AND user=?", (attribute, sentence, conversation_id, utcnow().isoformat(),
-                                                   vec, pref_id, self.user))
-        after = self._get(pref_id)
-        self._audit("update", pref_id, public(before), public(after), cause)
-        return after
-
-    def delete(self, pref_id, cause) -> Preference:
-        before = self._get(pref_id)
-        self.con.execute("DELETE FROM preferences WHERE id=? AND user=?", (pref_id, self.user))
-        self._audit("delete", pref_id, public(before), None, cause)
-        return before
-
-    def note(self, op, cause, preference_id=None, detail=None) -> None:
-        self._audit(op, preference_id, None, detail, cause)
+DIALECT = Dialect(param="?", user_col="user", order=_ORDER, stored_dim="length(embedding) / 4", distinct="IS NOT",
+                  now=lambda: utcnow().isoformat(), json=json.dumps, vector=lambda v: v.tobytes())
 
 
 class SQLiteStore:
@@ -238,16 +129,16 @@ class SQLiteStore:
                 raise
 
     @contextmanager
-    def transaction(self, user: str) -> Iterator[_Tx]:
+    def transaction(self, user: str) -> Iterator[SqlTx]:
         with self._write() as con:
             con.execute("INSERT OR IGNORE INTO users(id, created_at) VALUES (?, ?)", (user, utcnow().isoformat()))
-            yield _Tx(self, con, user)
+            yield SqlTx(con, user, DIALECT)
 
     # --- reads --------------------------------------------------------------------------
     def preferences(self, user: str, prefix: Optional[str] = None) -> list[Preference]:
         with self._use() as con:
             rows = con.execute(f"SELECT {_COLS} FROM preferences WHERE user=? {_ORDER}", (user,)).fetchall()
-        prefs = [_row_to_pref(r) for r in rows]
+        prefs = [row_to_pref(r) for r in rows]
         return [p for p in prefs if prefix is None or p.path.within(prefix)]
 
     def get(self, user: str, pref_id: str) -> Preference:
@@ -255,12 +146,12 @@ class SQLiteStore:
             r = con.execute(f"SELECT {_COLS} FROM preferences WHERE id=? AND user=?", (pref_id, user)).fetchone()
         if r is None:
             raise NotFoundError(f"no preference {pref_id!r} for user {user!r}")
-        return _row_to_pref(r)
+        return row_to_pref(r)
 
     def vectors(self, user: str) -> tuple[list[Preference], np.ndarray]:
         with self._use() as con:
             rows = con.execute(f"SELECT {_COLS}, embedding FROM preferences WHERE user=? {_ORDER}", (user,)).fetchall()
-        prefs = [_row_to_pref(r) for r in rows]
+        prefs = [row_to_pref(r) for r in rows]
         return prefs, stack(user, [np.frombuffer(r[10], dtype=np.float32) for r in rows])
 
     def search(self, user, query, k, exclude_prefixes=()) -> list[tuple[Preference, float]]:
