@@ -34,7 +34,7 @@ import numpy as np
 
 from ..models import AuditEntry, Preference, UserExport, utcnow
 from .base import NotFoundError, StoreError, unit
-from .sql_tx import Dialect, SqlTx, dim_mismatch, row_to_pref, stack
+from .sql_tx import Dialect, SqlTx, dim_mismatch, forget_user, row_to_pref, stack
 
 try:
     import psycopg
@@ -270,31 +270,15 @@ class PostgresStore:
 
     def opt_out(self, user: str, prefix: str, cause: str) -> list[Preference]:
         with self.transaction(user) as tx:
-            tx.con.execute("INSERT INTO opt_outs(user_id, prefix, at) VALUES (%s,%s,%s) ON CONFLICT DO NOTHING",
-                           (user, prefix, utcnow()))
-            tx.note("opt_out", cause, detail={"prefix": prefix})
-            purged = [p for p in tx.preferences() if p.path.within(prefix)]
-            for p in purged:
-                tx.delete(p.id, f"opt-out of {prefix}")
-            return purged
+            return tx.opt_out(prefix, cause)
 
     def opt_in(self, user: str, prefix: str, cause: str) -> bool:
         with self.transaction(user) as tx:
-            n = tx.con.execute("DELETE FROM opt_outs WHERE user_id=%s AND prefix=%s", (user, prefix)).rowcount
-            if n:
-                tx.note("opt_in", cause, detail={"prefix": prefix})
-            return bool(n)
+            return tx.opt_in(prefix, cause)
 
     def forget(self, user: str, cause: str) -> int:
         with self._locked(user) as con:
-            n = con.execute("DELETE FROM preferences WHERE user_id=%s", (user,)).rowcount
-            con.execute("DELETE FROM opt_outs WHERE user_id=%s", (user,))
-            # allowed by the audit trigger: payloads erased, the entries themselves kept
-            con.execute("UPDATE audit SET before=NULL, after=NULL, cause='erased' WHERE user_id=%s", (user,))
-            con.execute("INSERT INTO audit(user_id, op, preference_id, before, after, cause, at) "
-                        "VALUES (%s,%s,%s,%s,%s,%s,%s)",
-                        (user, "forget", None, None, Jsonb({"preferences_erased": n}), cause, utcnow()))
-            return n
+            return forget_user(con, DIALECT, user, cause)
 
     def close(self) -> None:
         with self._lock:

@@ -154,3 +154,35 @@ class SqlTx:
 
     def note(self, op, cause, preference_id=None, detail=None) -> None:
         self._audit(op, preference_id, None, detail, cause)
+
+    def opt_out(self, prefix: str, cause: str) -> list[Preference]:
+        """Record the opt-out and purge what it covers; later writes in this transaction are refused too."""
+        self._q("INSERT INTO opt_outs({user}, prefix, at) VALUES (?,?,?) ON CONFLICT DO NOTHING",
+                (self.user, prefix, self.d.now()))
+        self._opt.append(prefix)
+        self.note("opt_out", cause, detail={"prefix": prefix})
+        purged = [p for p in self.preferences() if p.path.within(prefix)]
+        for p in purged:
+            self.delete(p.id, f"opt-out of {prefix}")
+        return purged
+
+    def opt_in(self, prefix: str, cause: str) -> bool:
+        n = self._q("DELETE FROM opt_outs WHERE {user}=? AND prefix=?", (self.user, prefix)).rowcount
+        if n:
+            self._opt = [p for p in self._opt if p != prefix]
+            self.note("opt_in", cause, detail={"prefix": prefix})
+        return bool(n)
+
+
+def forget_user(con: Any, d: Dialect, user: str, cause: str) -> int:
+    """Erase a user's preferences, opt-outs and audit payloads, and log that it happened (caller holds the lock).
+
+    The audit log stays append-only in shape (its trigger allows exactly this update), but the erased
+    content must not survive in it."""
+    q = lambda statement, params: con.execute(d.sql(statement), params)  # noqa: E731
+    n = q("DELETE FROM preferences WHERE {user}=?", (user,)).rowcount
+    q("DELETE FROM opt_outs WHERE {user}=?", (user,))
+    q("UPDATE audit SET before=NULL, after=NULL, cause='erased' WHERE {user}=?", (user,))
+    q("INSERT INTO audit({user}, op, preference_id, before, after, cause, at) VALUES (?,?,?,?,?,?,?)",
+      (user, "forget", None, None, d.json({"preferences_erased": n}), cause, d.now()))
+    return n

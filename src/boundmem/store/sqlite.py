@@ -21,7 +21,7 @@ import numpy as np
 
 from ..models import AuditEntry, Preference, UserExport, utcnow
 from .base import NotFoundError, unit
-from .sql_tx import Dialect, SqlTx, dim_mismatch, row_to_pref, stack
+from .sql_tx import Dialect, SqlTx, dim_mismatch, forget_user, row_to_pref, stack
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, created_at TEXT NOT NULL);
@@ -199,30 +199,15 @@ class SQLiteStore:
 
     def opt_out(self, user: str, prefix: str, cause: str) -> list[Preference]:
         with self.transaction(user) as tx:
-            tx.con.execute("INSERT OR IGNORE INTO opt_outs(user, prefix, at) VALUES (?,?,?)", (user, prefix, utcnow().isoformat()))
-            tx.note("opt_out", cause, detail={"prefix": prefix})
-            purged = [p for p in tx.preferences() if p.path.within(prefix)]
-            for p in purged:
-                tx.delete(p.id, f"opt-out of {prefix}")
-            return purged
+            return tx.opt_out(prefix, cause)
 
     def opt_in(self, user: str, prefix: str, cause: str) -> bool:
         with self.transaction(user) as tx:
-            n = tx.con.execute("DELETE FROM opt_outs WHERE user=? AND prefix=?", (user, prefix)).rowcount
-            if n:
-                tx.note("opt_in", cause, detail={"prefix": prefix})
-            return bool(n)
+            return tx.opt_in(prefix, cause)
 
     def forget(self, user: str, cause: str) -> int:
         with self._write() as con:
-            n = con.execute("DELETE FROM preferences WHERE user=?", (user,)).rowcount
-            con.execute("DELETE FROM opt_outs WHERE user=?", (user,))
-            # the log stays append-only in shape (the audit_erase_only trigger allows exactly this
-            # update), but the erased content must not survive in it
-            con.execute("UPDATE audit SET before=NULL, after=NULL, cause='erased' WHERE user=?", (user,))
-            con.execute("INSERT INTO audit(user, op, preference_id, before, after, cause, at) VALUES (?,?,?,?,?,?,?)",
-                        (user, "forget", None, None, json.dumps({"preferences_erased": n}), cause, utcnow().isoformat()))
-            return n
+            return forget_user(con, DIALECT, user, cause)
 
     def close(self) -> None:
         with self._lock:
