@@ -34,7 +34,7 @@ import numpy as np
 
 from ..models import AuditEntry, Preference, UserExport, utcnow
 from .base import NotFoundError, StoreError, unit
-from .sql_tx import Dialect, SqlTx, dim_mismatch, forget_user, row_to_pref, stack
+from .sql_tx import Dialect, SingleWrites, SqlTx, dim_mismatch, forget_user, row_to_pref, stack
 
 try:
     import psycopg
@@ -106,7 +106,7 @@ def _vec(row_value: Any) -> np.ndarray:
     return np.asarray(row_value.to_numpy() if hasattr(row_value, "to_numpy") else row_value, dtype=np.float32)
 
 
-class PostgresStore:
+class PostgresStore(SingleWrites):
     """A Store on a PostgreSQL database with the pgvector extension. Safe to share between threads.
 
     `url` is any libpq connection string ("postgresql://user@host/db" or "host=... dbname=...").
@@ -263,19 +263,7 @@ class PostgresStore:
             return UserExport(user=user, exported_at=utcnow(), opt_outs=self.opt_outs(user),
                               preferences=self.preferences(user), audit=self.audit(user))
 
-    # --- writes outside ingest ------------------------------------------------------------
-    def delete(self, user: str, pref_id: str, cause: str) -> Preference:
-        with self.transaction(user) as tx:
-            return tx.delete(pref_id, cause)
-
-    def opt_out(self, user: str, prefix: str, cause: str) -> list[Preference]:
-        with self.transaction(user) as tx:
-            return tx.opt_out(prefix, cause)
-
-    def opt_in(self, user: str, prefix: str, cause: str) -> bool:
-        with self.transaction(user) as tx:
-            return tx.opt_in(prefix, cause)
-
+    # --- writes outside ingest (delete, opt_out, opt_in: SingleWrites) ---------------------
     def forget(self, user: str, cause: str) -> int:
         with self._locked(user) as con:
             return forget_user(con, DIALECT, user, cause)

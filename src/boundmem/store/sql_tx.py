@@ -174,6 +174,22 @@ class SqlTx:
         return bool(n)
 
 
+class SingleWrites:
+    """Store methods that are one-operation transactions; the store provides `transaction(user)`."""
+
+    def delete(self, user: str, pref_id: str, cause: str) -> Preference:
+        with self.transaction(user) as tx:
+            return tx.delete(pref_id, cause)
+
+    def opt_out(self, user: str, prefix: str, cause: str) -> list[Preference]:
+        with self.transaction(user) as tx:
+            return tx.opt_out(prefix, cause)
+
+    def opt_in(self, user: str, prefix: str, cause: str) -> bool:
+        with self.transaction(user) as tx:
+            return tx.opt_in(prefix, cause)
+
+
 def forget_user(con: Any, d: Dialect, user: str, cause: str) -> int:
     """Erase a user's preferences, opt-outs and audit payloads, and log that it happened (caller holds the lock).
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..models import AuditEntry, Preference, UserExport, utcnow
 from .base import NotFoundError, unit
-from .sql_tx import Dialect, SqlTx, dim_mismatch, forget_user, row_to_pref, stack
+from .sql_tx import Dialect, SingleWrites, SqlTx, dim_mismatch, forget_user, row_to_pref, stack
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, created_at TEXT NOT NULL);
@@ -52,7 +52,7 @@ DIALECT = Dialect(param="?", user_col="user", order=_ORDER, stored_dim="length(e
                   now=lambda: utcnow().isoformat(), json=json.dumps, vector=lambda v: v.tobytes())
 
 
-class SQLiteStore:
+class SQLiteStore(SingleWrites):
     """A Store on one SQLite file. Safe to share between threads; each process opens its own.
 
     Connections are per thread (sqlite3 objects must not be used by two threads at once) and
@@ -192,19 +192,7 @@ class SQLiteStore:
             finally:
                 con.execute("COMMIT")
 
-    # --- writes outside ingest ----------------------------------------------------------
-    def delete(self, user: str, pref_id: str, cause: str) -> Preference:
-        with self.transaction(user) as tx:
-            return tx.delete(pref_id, cause)
-
-    def opt_out(self, user: str, prefix: str, cause: str) -> list[Preference]:
-        with self.transaction(user) as tx:
-            return tx.opt_out(prefix, cause)
-
-    def opt_in(self, user: str, prefix: str, cause: str) -> bool:
-        with self.transaction(user) as tx:
-            return tx.opt_in(prefix, cause)
-
+    # --- writes outside ingest (delete, opt_out, opt_in: SingleWrites) ---------------------
     def forget(self, user: str, cause: str) -> int:
         with self._write() as con:
             return forget_user(con, DIALECT, user, cause)
