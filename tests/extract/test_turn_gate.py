@@ -1,0 +1,169 @@
+"""Turns that cannot yield a preference are not embedded: the zero-shot cue skip and the head's turn gate."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from boundmem.extract.gate_training import gate_sentences
+from boundmem.extract.head import bundled_head
+from boundmem.extract.local import LocalExtractor, _Scored
+from boundmem.extract.phrasing import states_preference
+from boundmem.extract.turn_gate import TurnGate, bundled_gate
+from boundmem.models import Conversation, Turn
+from boundmem.schema.load import load_yaml
+
+HOME = """
+name: home
+mains:
+- name: Home Comfort
+  description: How the user likes their home.
+  subs:
+  - name: Lighting
+    description: Lights at home.
+    details:
+    - name: Preferred Light Color
+      multiple: false
+      description: The light colour the user generally likes at home.
+      attributes: [Warm white, Cool white, Red, Blue]
+      examples: ["I like the lamps in a warm white tone.", "I always want blue light in the evening."]
+  - name: Heating
+    description: Room temperature.
+    details:
+    - name: Preferred Room Temperature
+      multiple: false
+      description: The room temperature the user finds comfortable.
+      attributes: ["20 C", "22 C"]
+      examples: ["I prefer the rooms at 20 degrees.", "I like it warm, 22 degrees."]
+"""
+
+
+def conv(*user: str, cid: str = "c") -> Conversation:
+    turns = []
+    for t in user:
+        turns += [Turn(role="user", text=t), Turn(role="assistant", text="Okay.")]
+    return Conversation(id=cid, turns=tuple(turns))
+
+
+class Recording:
+    """Wraps an embedder and records every text it is asked to embed."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.texts: list[str] = []
+
+    def embed(self, texts):
+        self.texts += list(texts)
+        return self.inner.embed(texts)
+
+
+class NoEmbedding:
+    """Looks like MiniLM to the head, but must never be called."""
+
+    name, dim = "minilm", 384
+
+    def embed(self, texts):
+        raise AssertionError(f"embedded {texts!r}")
+
+
+def old_zero_shot(ex: LocalExtractor, c: Conversation, schema):
+    """The zero-shot path as it was before the skip: every user turn embedded, uncued ones with an infinite floor."""
+    index = ex._index(schema)
+    texts = [t for _, t in c.user_sentences()]
+    X = ex.embedder.embed(texts)
+    S = index.category_scores(X) + ex.zero_shot.vocab_boost * np.array([index.vocab.hits(t) for t in texts], np.float32)
+    scored = [_Scored(j, j, int(S[j].argmax()), float(S[j].max()), ex.zero_shot.first if states_preference(t) else np.inf)
+              for j, t in enumerate(texts)]
+    return [ex._candidate(index, texts[s.turn], X[s.row], s) for s in ex._decide(scored, ex.zero_shot.further)]
+
+
+def test_zero_shot_skips_uncued_turns_without_changing_results(hash_embedder):
+    home = load_yaml(HOME)
+    convs = [
+        conv("I like the lamps in a warm white tone.", "Set the lamps in a warm white tone."),
+        conv("Set the rooms at 20 degrees.", "I prefer the rooms at 20 degrees.", "Thanks!"),
+        conv("I always want blue light in the evening.", "I like it warm, 22 degrees."),
+        conv("Turn on the lights.", "Make it warmer."),
+        conv("I prefer the rooms at 20 degrees.", "I prefer the rooms at 20 degrees, like it warm."),
+    ]
+    rec = Recording(hash_embedder)
+    ex = LocalExtractor(rec)
+    assert ex.head is not None and not ex.head.covers(home, rec.name, rec.dim)   # the zero-shot path
+    got = ex.extract_many(convs, home)
+    assert got == [old_zero_shot(LocalExtractor(hash_embedder), c, home) for c in convs]
+    assert sum(map(len, got)) >= 4                                  # not trivially empty
+    turns = [t for c in convs for _, t in c.user_sentences()]
+    embedded = set(rec.texts) & set(turns)
+    assert embedded == {t for t in turns if states_preference(t)}   # uncued turns were never embedded
+
+
+def test_bundled_gate_loads_and_separates_obvious_cases(schema):
+    gate = bundled_gate()
+    assert gate is not None and gate.fits(bundled_head())
+    ex = LocalExtractor(NoEmbedding())
+    assert ex.gate is not None
+    index = ex._index(schema)
+    keep = ["I always prefer Italian food.", "I always fill up at PetroLux, they're my favourite.",
+            "I'm vegetarian, so please never suggest steakhouses to me."]
+    drop = ["Thanks!", "Navigate to the airport.", "Okay.", "Yes please.", "What time is it?"]
+    texts = keep + drop
+    cued, hits = ex._cues_and_hits(texts, index)
+    mask = ex._gate_mask(texts, cued, hits, index)
+    assert mask.tolist() == [True] * len(keep) + [False] * len(drop)
+
+
+@pytest.mark.slow
+def test_gated_turns_are_never_embedded(minilm, schema):
+    rec = Recording(minilm)
+    ex = LocalExtractor(rec)
+    c = conv("Thanks!", "I always fill up at PetroLux, they're my favourite.", "Navigate to the airport.")
+    got = ex.extract(c, schema)
+    assert [x.path.detail for x in got] == ["preferred_gas_station"]
+    turns = {t for _, t in c.user_sentences()}
+    assert set(rec.texts) & turns == {"I always fill up at PetroLux, they're my favourite."}
+
+
+@pytest.mark.slow
+def test_without_gate_every_turn_is_embedded_and_results_agree(minilm, schema):
+    convs = [conv("Thanks!", "I always fill up at PetroLux, they're my favourite."),
+             conv("Navigate to the airport.", "Okay."),
+             conv("I'm vegan, find me somewhere to eat.", "And I always pay by card.")]
+    rec = Recording(minilm)
+    plain = LocalExtractor(rec, gate=None)
+    assert plain.gate is None
+    old = plain.extract_many(convs, schema)
+    turns = [t for c in convs for _, t in c.user_sentences()]
+    assert set(turns) <= set(rec.texts)
+    assert LocalExtractor(minilm).extract_many(convs, schema) == old
+
+
+@pytest.mark.slow
+def test_gate_only_with_the_head_it_was_trained_for(minilm):
+    head = bundled_head()
+    assert LocalExtractor(minilm, head=head).gate is None          # an explicit head: no gate unless asked
+    assert LocalExtractor(minilm, head=head, gate=bundled_gate()).gate is not None
+    other = TurnGate(schema_name="other", labels=["a/b/c"], w_text=np.zeros(16, np.float32),
+                     w_dense=np.zeros(6, np.float32), b=0.0, threshold=0.0)
+    with pytest.raises(ValueError):
+        LocalExtractor(minilm, gate=other)
+    assert LocalExtractor(minilm, head=None).gate is None
+
+
+def test_gate_round_trips(tmp_path):
+    gate = bundled_gate()
+    gate.save(tmp_path / "g.npz")
+    back = TurnGate.load(tmp_path / "g.npz")
+    assert back.labels == gate.labels and back.threshold == pytest.approx(gate.threshold)
+    texts = ["I always prefer Italian food.", "Thanks!"]
+    hits = np.zeros((2, len(gate.labels)), np.float32)
+    assert np.allclose(back.scores(texts, [True, False], hits, hits), gate.scores(texts, [True, False], hits, hits))
+
+
+def test_gate_training_reads_training_users_only(shared_data):
+    data = shared_data / "carmem" / "dataset.jsonl"
+    gd = gate_sentences(data)
+    assert set(gd.user.tolist()) - {-1} == set(range(50, 100))
+    first = json.loads(data.read_text(encoding="utf-8").splitlines()[50])["data"][0]
+    assert gd.texts[0] == next(t["USER"] for t in first["extraction_conversation"] if "USER" in t)
+    assert len(gd.conversations) == 500 and all(gd.user[r] >= 50 for c in gd.conversations for r in c)
