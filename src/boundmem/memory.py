@@ -40,6 +40,13 @@ class Memory:
         return build_memory(db=db, schema=schema)
 
     # --- writing ------------------------------------------------------------------------
+    def warm(self) -> None:
+        """Load the models and embed the schema's own texts now, so the first user does not wait for them."""
+        warm = getattr(self.extractor, "warm", None)
+        if callable(warm):
+            warm(self.schema)
+        self.embedder.embed(["warm up"])
+
     def user_schema(self, user: str) -> Schema:
         return self.schema.prune(self.store.opt_outs(user))
 

@@ -73,10 +73,13 @@ class CategoryIndex:
                 out[:, i] = sims[:, cols].max(1)
         return out
 
-    def nearest_attribute(self, x: np.ndarray, category: int) -> tuple[Optional[str], float]:
-        attrs = self.refs[category].detail.attributes
-        if not attrs:
-            return None, 0.0
+    def warm(self, prototypes: bool) -> None:
+        """Embed the schema's attribute vocabulary (and prototypes) now, not inside the first user's call."""
+        self._attributes()
+        if prototypes:
+            self._prototypes()
+
+    def _attributes(self) -> dict[int, np.ndarray]:
         with self._lock:
             if not self._attr:  # all categories in one batch: one model call instead of one per category
                 texts = [f"{r.detail.name}: {a}" for r in self.refs for a in r.detail.attributes]
@@ -86,7 +89,13 @@ class CategoryIndex:
                     n = len(r.detail.attributes)
                     self._attr[i] = E[at:at + n] if n else np.zeros((0, 1), np.float32)
                     at += n
-            A = self._attr[category]
+            return self._attr
+
+    def nearest_attribute(self, x: np.ndarray, category: int) -> tuple[Optional[str], float]:
+        attrs = self.refs[category].detail.attributes
+        if not attrs:
+            return None, 0.0
+        A = self._attributes()[category]
         sims = A @ x
         j = int(sims.argmax())
         return attrs[j], float(sims[j])

@@ -100,6 +100,13 @@ class LocalExtractor:
     def extract(self, conversation: Conversation, schema: Schema) -> list[Candidate]:
         return self.extract_many([conversation], schema)[0]
 
+    def warm(self, schema: Schema) -> None:
+        """Load the model and embed everything schema-dependent, so the first live call costs what later ones do."""
+        index = self._index(schema)
+        use_head = self.head is not None and self.head.covers(schema, self.embedder.name, self.embedder.dim)
+        index.warm(prototypes=not use_head)
+        self.embedder.embed(["warm up"])
+
     def extract_many(self, conversations: Sequence[Conversation], schema: Schema) -> list[list[Candidate]]:
         """Same as `extract` per conversation, with all user turns that need it embedded in one batch."""
         if not any(True for _ in schema.details()):

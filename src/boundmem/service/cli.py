@@ -59,7 +59,7 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
     if warm:  # so the first user does not wait for a model load
         typer.echo("loading models ...", err=True)
         mem = factory()
-        mem.embedder.embed(["warm up"])
+        mem.warm()
         factory = mem
     import uvicorn
 
