@@ -20,3 +20,23 @@ def test_perf_harness_store_only(tmp_path):
     assert all(0 < x["p50_ms"] <= x["p99_ms"] for x in rows)
     assert (out / "recall_latency.png").stat().st_size > 1000
     assert "| 60 | 600 |" in (out / "report.md").read_text()
+
+
+def test_perf_harness_measures_both_backends_on_real_conversations(tmp_path, shared_data, minilm, minilm_torch):
+    from boundmem.bench.perf import backends
+
+    assert set(backends()) == {"onnx", "torch"}   # the dev install has both; each must be measured
+    _mount()
+    out = tmp_path / "perf"
+    r = CliRunner().invoke(app, ["bench", "perf", "--data", str(shared_data / "carmem" / "dataset.jsonl"),
+                                 "--conversations", "12", "--users", "10", "--queries", "5", "--writers", "0",
+                                 "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    res = json.loads((out / "results.json").read_text())
+    ex = res["extraction"]
+    assert set(ex) == {"onnx", "torch"} and all(e["conversations"] == 12 for e in ex.values())
+    # the two backends give the same vectors, hence the same extractions
+    assert ex["onnx"]["candidates"] == ex["torch"]["candidates"] > 0
+    assert res["ingest"]["conversations"] == 12
+    md = (out / "report.md").read_text()
+    assert "[onnx]" in md and "[torch]" in md
