@@ -8,6 +8,7 @@ namespaced id, so no endpoint ever handles a raw store id taken from the request
 embed text; Starlette runs them in its thread pool.
 """
 
+import math
 import threading
 from datetime import datetime
 from pathlib import Path as FsPath
@@ -26,7 +27,7 @@ from ..models import AuditEntry, Candidate, Conversation, Decision, Preference, 
 from ..schema.model import CategoryPath, Schema, UnknownCategoryError
 from ..store.base import NotFoundError
 from .auth import USER_ID_PATTERN, KeyRing, namespaced
-from .limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
+from .limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit, RateLimiter
 
 STATIC = FsPath(__file__).parent / "static"
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
@@ -138,9 +139,10 @@ def _field(loc) -> str:
 
 
 def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, rate_limit: Optional[RateLimiter] = None) -> FastAPI:
     """The API for one Memory (or a zero-argument factory of one) and a set of tenant keys.
-    Request bodies over `max_body_bytes` are refused with 413 before they are parsed."""
+    Request bodies over `max_body_bytes` are refused with 413 before they are parsed; with a
+    `rate_limit`, a tenant over its rate gets 429 with Retry-After."""
     ring = keys if isinstance(keys, KeyRing) else KeyRing(keys)
     get_memory = _Lazy(memory)
     bearer = HTTPBearer(auto_error=False, description="A tenant API key: `Authorization: Bearer KEY`.")
@@ -149,7 +151,8 @@ def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
     app = FastAPIOffline(title="boundmem", version="1",
                   description="Bounded long-term memory: only the categories a user agreed to, all of it visible, "
                               "forgotten on request.",
-                  responses={401: {"model": ErrorOut}, 413: {"model": ErrorOut}, 422: {"model": ErrorOut}})
+                  responses={401: {"model": ErrorOut}, 413: {"model": ErrorOut}, 422: {"model": ErrorOut},
+                                429: {"model": ErrorOut}})
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
 
     @app.exception_handler(RequestValidationError)
@@ -165,6 +168,13 @@ def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
         if t is None:
             raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing or invalid API key (Authorization: Bearer KEY)",
                                 headers={"WWW-Authenticate": "Bearer"})
+        if rate_limit is not None:
+            wait = rate_limit.take(t)
+            if wait is not None:
+                raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS,
+                                    f"tenant {t!r} is over its rate limit of {rate_limit.rate:g} requests/s "
+                                    f"(burst {rate_limit.burst}); retry in {wait:.2f} s",
+                                    headers={"Retry-After": str(max(1, math.ceil(wait)))})
         return t
 
     UserId = Annotated[str, Path(pattern=USER_ID_PATTERN, description="Your user id (no ':').")]

@@ -41,6 +41,9 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
           extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER,
           max_body: int = typer.Option(1_000_000, "--max-body-bytes", min=1,
                                        help="Refuse request bodies larger than this with 413."),
+          rate: float = typer.Option(0.0, "--rate-limit", min=0.0,
+                                     help="Requests per second per tenant (0: no limit); over it: 429 + Retry-After."),
+          burst: Optional[int] = typer.Option(None, "--burst", min=1, help="Bucket size for --rate-limit (default: the rate)."),
           warm: bool = typer.Option(True, "--warm/--lazy", help="Load the models before accepting requests (default), "
                                                                  "or on the first request.")):
     """Serve the REST API (/docs, /openapi.json) and the transparency page (/ui)."""
@@ -64,7 +67,10 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
     import uvicorn
 
     typer.echo(f"boundmem serving {len(ring.tenants)} tenant(s) on http://{host}:{port} (page: /ui, API docs: /docs)", err=True)
-    uvicorn.run(create_app(factory, ring, max_body_bytes=max_body), host=host, port=port, log_level="info")
+    from .limits import RateLimiter
+
+    limiter = RateLimiter(rate, burst) if rate > 0 else None
+    uvicorn.run(create_app(factory, ring, max_body_bytes=max_body, rate_limit=limiter), host=host, port=port, log_level="info")
 
 
 @app.command("mcp")

@@ -1,4 +1,4 @@
-"""Request-size limit for the API.
+"""Request limits for the API: body size, and requests per tenant.
 
 Why: one conversation is a few kilobytes; a client that posts megabytes (by mistake or on purpose) would
 otherwise be read into memory, parsed and embedded turn by turn while other users wait. The limit is checked
@@ -8,6 +8,9 @@ bodies, so a lying or missing Content-Length does not get past it. At most `max_
 from __future__ import annotations
 
 import json
+import threading
+import time
+from typing import Callable, Optional
 
 DEFAULT_MAX_BODY_BYTES = 1_000_000
 
@@ -60,3 +63,34 @@ class BodySizeLimit:
             return await receive()   # after the body: wait for a disconnect, as the server would report it
 
         await self.app(scope, replay, send)
+
+
+class RateLimiter:
+    """Requests per tenant: a token bucket of `burst` requests refilled at `per_second`.
+
+    Why per tenant: one tenant's batch job must not starve the others' assistants, and the API key is
+    the only identity the service trusts. The buckets live in this process: with several API servers
+    behind a balancer each enforces its own share (set the rate accordingly)."""
+
+    def __init__(self, per_second: float, burst: Optional[int] = None, clock: Callable[[], float] = time.monotonic):
+        if per_second <= 0:
+            raise ValueError(f"per_second must be positive, got {per_second}")
+        self.rate = float(per_second)
+        self.burst = int(burst) if burst is not None else max(1, int(round(per_second)))
+        if self.burst < 1:
+            raise ValueError(f"burst must be at least 1, got {burst}")
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}   # tenant -> (tokens, last refill time)
+        self._lock = threading.Lock()
+
+    def take(self, tenant: str) -> Optional[float]:
+        """None if the request may go ahead, else the seconds to wait before the next one will."""
+        now = self._clock()
+        with self._lock:
+            tokens, last = self._buckets.get(tenant, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+            if tokens >= 1.0:
+                self._buckets[tenant] = (tokens - 1.0, now)
+                return None
+            self._buckets[tenant] = (tokens, now)
+            return (1.0 - tokens) / self.rate
