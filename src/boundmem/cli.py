@@ -28,7 +28,7 @@ DB = typer.Option(os.environ.get("BOUNDMEM_DB", "boundmem.db"), "--db", help="SQ
 SCHEMA = typer.Option(None, "--schema", help="Schema file (.yaml or CarMem .csv); default: built-in in-car schema.")
 USER = typer.Option(..., "--user", "-u", help="User id.")
 EMBEDDER = typer.Option(os.environ.get("BOUNDMEM_EMBEDDER", "minilm"), "--embedder",
-                        help="minilm | openai | hash (env BOUNDMEM_EMBEDDER); must match what the store was filled with.")
+                        help="minilm (or minilm-onnx, minilm-torch: same vectors) | openai | hash (env BOUNDMEM_EMBEDDER); must match what the store was filled with.")
 
 
 def _fail(msg: str, code: int = 2):

@@ -471,7 +471,7 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("bench-out/carmem"), "--out", help="Output folder (report.md, results.json, PNGs)."),
         extractor: str = typer.Option("local", "--extractor", help="local | keyword | llm"),
         maintainer: str = typer.Option("local", "--maintainer", help="local | rules | llm"),
-        embedder: str = typer.Option("minilm", "--embedder", help="minilm | openai | hash (hash: model-free, harness checks only)"),
+        embedder: str = typer.Option("minilm", "--embedder", help="minilm (or minilm-onnx, minilm-torch) | openai | hash (hash: model-free, harness checks only)"),
         split: str = typer.Option("test", "--split", help="test = first 50 users (the paper's); train = the other 50."),
         users: Optional[int] = typer.Option(None, "--users", min=1, help="Only the first N users of the split."),
         conversations_per_user: Optional[int] = typer.Option(None, "--conversations-per-user", min=1,

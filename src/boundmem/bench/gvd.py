@@ -365,7 +365,7 @@ def register(app: typer.Typer) -> None:
         k: int = typer.Option(5, "--k", min=1, help="Memories retrieved per question (same for every system)."),
         llm: bool = typer.Option(False, "--llm", help="Use the LLM from BOUNDMEM_LLM_* / OPENAI_API_KEY for "
                                                       "summaries, thoughts, CAIM steps and answers."),
-        embedder: str = typer.Option("minilm", "--embedder", help="minilm | openai | hash (hash: harness checks only)"),
+        embedder: str = typer.Option("minilm", "--embedder", help="minilm (or minilm-onnx, minilm-torch) | openai | hash (hash: harness checks only)"),
         users: Optional[str] = typer.Option(None, "--users", help="Comma-separated user names (default: all)."),
         seed: int = typer.Option(0, "--seed", help="Seed for LSH projections and random forgetting."),
         strict: bool = typer.Option(False, "--strict", help="Fail instead of skipping a system that cannot be built."),

@@ -48,13 +48,13 @@ def _day(raw: Optional[str], name: str) -> date:
 def _caim(db: str, embedder: str = "hash", llm: bool = False):
     from .system import CAIM
 
-    if embedder not in ("minilm", "hash"):
-        _fail(f"--embedder {embedder!r} is not one of minilm, hash")
+    if embedder not in ("minilm", "minilm-onnx", "minilm-torch", "hash"):
+        _fail(f"--embedder {embedder!r} is not one of minilm, minilm-onnx, minilm-torch, hash")
     emb = None
-    if embedder == "minilm":
+    if embedder.startswith("minilm"):
         from ..factory import make_embedder
 
-        emb = make_embedder("minilm")
+        emb = make_embedder(embedder)
     client = None
     if llm:
         from ..llm import LLMClient, LLMError

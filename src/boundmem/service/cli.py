@@ -13,7 +13,7 @@ DB = typer.Option(os.environ.get("BOUNDMEM_DB", "boundmem.db"), "--db", help="SQ
 SCHEMA = typer.Option(None, "--schema", help="Schema file (.yaml or CarMem .csv); default: built-in in-car schema.")
 EXTRACTOR = typer.Option("local", "--extractor", help="local | keyword | llm")
 MAINTAINER = typer.Option("local", "--maintainer", help="local | rules | llm")
-EMBEDDER = typer.Option("minilm", "--embedder", help="minilm | openai | hash (tests only)")
+EMBEDDER = typer.Option("minilm", "--embedder", help="minilm (or minilm-onnx, minilm-torch) | openai | hash (tests only)")
 
 
 def _fail(msg: str) -> None:
