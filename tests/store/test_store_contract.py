@@ -395,5 +395,7 @@ def test_connections_of_ended_threads_are_released(store):
         t.start()
         t.join()
     add(store, "main", MUSIC, "jazz")
-    assert len(store._all) <= 2  # the calling thread's, and at most the last ended thread's
+    # SQLite: one connection per live thread; PostgreSQL: a pool that never grows past what one thread at a time needs
+    held = store.connections() if hasattr(store, "connections") else len(store._all)
+    assert held <= 2  # the calling thread's, and at most the last ended thread's
     assert store.users() == ["main"] + [f"t{n}" for n in range(6)]

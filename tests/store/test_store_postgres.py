@@ -112,7 +112,8 @@ def test_a_dropped_connection_is_replaced_transparently(pg_url):
     p = add(s, "u", "jazz")
 
     def kill_my_backend():
-        pid = s._con().info.backend_pid
+        with s._conn() as con:   # the pool's idle connection (min_size 1): the one the next operation gets
+            pid = con.info.backend_pid
         with psycopg.connect(pg_url, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
@@ -135,3 +136,39 @@ def test_embedding_column_takes_any_dimension_per_user(pg_url):
     hits = s.search("hash-user", np.ones(256), k=1)
     assert hits[0][1] == pytest.approx(1.0, abs=1e-5)
     s.close()
+
+
+def test_connections_are_bounded_by_the_pool(pg_url):
+    """16 threads writing at once share max_connections server connections; none is lost or fails."""
+    s = PostgresStore(pg_url, max_connections=3)
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(5):
+                add(s, f"pool-{n}", f"genre {i}")
+        except BaseException as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(16)]
+    peak = 0
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        peak = max(peak, s.connections())
+        threads[0].join(0.01)
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert 1 <= peak <= 3
+    assert s.connections() <= 3
+    assert all(len(s.preferences(f"pool-{n}")) == 5 for n in range(16))
+    s.close()
+    assert s.connections() == 0
+    with pytest.raises(Exception, match="closed"):
+        s.preferences("pool-0")
+
+
+def test_max_connections_must_be_positive(pg_url):
+    with pytest.raises(ValueError, match="max_connections"):
+        PostgresStore(pg_url, max_connections=0)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import threading
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
 import numpy as np
@@ -41,8 +41,9 @@ try:
     from psycopg.types.json import Jsonb
     from psycopg.types import TypeInfo
     from pgvector.psycopg.vector import register_vector_info
+    from psycopg_pool import ConnectionPool
 except ImportError as e:  # pragma: no cover - depends on the install
-    raise ImportError("PostgresStore needs psycopg 3 and pgvector: pip install 'boundmem[postgres]'") from e
+    raise ImportError("PostgresStore needs psycopg 3, psycopg-pool and pgvector: pip install 'boundmem[postgres]'") from e
 
 # advisory-lock namespace (first int4 key), so our locks cannot collide with another application's
 _LOCK_NS = 0x626D  # "bm"
@@ -110,18 +111,25 @@ class PostgresStore(SingleWrites):
     """A Store on a PostgreSQL database with the pgvector extension. Safe to share between threads.
 
     `url` is any libpq connection string ("postgresql://user@host/db" or "host=... dbname=...").
-    Connections are per thread and per process (one inherited through fork() is abandoned).
+    Connections come from a pool of at most `max_connections` (a web server's 40 worker threads must
+    not hold 40 backends each, when several API servers share one database); an operation that finds
+    the pool exhausted waits up to `pool_timeout` seconds. Every connection is checked when taken, so
+    one killed by a server restart or an idle timeout is replaced, not handed out. After fork() the
+    child builds its own pool (the parent's sockets are not its to use).
     """
 
-    def __init__(self, url: str, connect_timeout: int = 10):
+    def __init__(self, url: str, connect_timeout: int = 10, max_connections: int = 10, pool_timeout: float = 30.0):
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, got {max_connections}")
         self.url = url
         self.connect_timeout = connect_timeout
+        self.max_connections = max_connections
+        self.pool_timeout = pool_timeout
         self._local = threading.local()
-        self._all: list[tuple[threading.Thread, psycopg.Connection]] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._vector_info: Optional[TypeInfo] = None
-        con = self._connect(register=False)
+        con = psycopg.connect(self.url, autocommit=True, connect_timeout=self.connect_timeout)
         try:
             with con.transaction():
                 # several processes may start at once; CREATE ... IF NOT EXISTS is not race-free
@@ -138,65 +146,65 @@ class PostgresStore(SingleWrites):
             con.close()
         if self._vector_info is None:  # pragma: no cover
             raise StoreError("type 'vector' not found after CREATE EXTENSION vector")
+        self._pool: Optional[ConnectionPool] = self._new_pool()
 
     # --- connections ----------------------------------------------------------------------
-    def _connect(self, register: bool = True) -> "psycopg.Connection":
-        con = psycopg.connect(self.url, autocommit=True, connect_timeout=self.connect_timeout)
+    def _configure(self, con: "psycopg.Connection") -> None:
         con.execute("SET TIME ZONE 'UTC'")
-        if register:
-            register_vector_info(con, self._vector_info)
-        return con
+        register_vector_info(con, self._vector_info)
 
-    def _con(self) -> "psycopg.Connection":
-        if self._pid != os.getpid():  # forked: the parent's sockets are not ours to use or close
-            self._pid, self._local, self._all = os.getpid(), threading.local(), []
-        con = getattr(self._local, "con", None)
-        if con is None or con.closed or con.broken:
-            if con is not None:
-                con.close()
-            con = self._local.con = self._connect()
-            with self._lock:
-                # a server connection per thread: release those of threads that have ended, so a
-                # service whose pool recycles threads does not pile up idle backends
-                dead = [c for t, c in self._all if not t.is_alive() or c.closed]
-                self._all = [(t, c) for t, c in self._all if t.is_alive() and not c.closed]
-                self._all.append((threading.current_thread(), con))
-            for c in dead:
-                c.close()
-        return con
+    def _new_pool(self) -> "ConnectionPool":
+        return ConnectionPool(self.url, min_size=1, max_size=self.max_connections, timeout=self.pool_timeout,
+                              kwargs={"autocommit": True, "connect_timeout": self.connect_timeout},
+                              configure=self._configure, check=ConnectionPool.check_connection,
+                              name="boundmem", open=True)
+
+    @contextmanager
+    def _conn(self) -> Iterator["psycopg.Connection"]:
+        """The connection of the transaction this thread is in, else one from the pool for this operation."""
+        held = getattr(self._local, "con", None)
+        if held is not None:
+            yield held
+            return
+        with self._lock:
+            if self._pid != os.getpid():  # forked: abandon the parent's pool, never close its sockets
+                self._pid, self._local, self._pool = os.getpid(), threading.local(), self._new_pool()
+            if self._pool is None:
+                raise StoreError("the store is closed")
+            pool = self._pool
+        with pool.connection() as con:
+            yield con
+
+    def connections(self) -> int:
+        """Server connections this store holds open now (for tests and monitoring)."""
+        return 0 if self._pool is None else int(self._pool.get_stats().get("pool_size", 0))
 
     def _query(self, sql: str, params: tuple = ()) -> list:
-        """A read outside a transaction; retried once on a fresh connection if the old one died
-        (server restart, idle timeout), which is safe because nothing was written."""
-        con = self._con()
-        try:
-            return con.execute(sql, params).fetchall()
-        except psycopg.OperationalError:
-            if not con.broken or getattr(self._local, "depth", 0):
-                raise
-            return self._con().execute(sql, params).fetchall()
+        """A read; outside a transaction it is retried once if the connection died under it (safe: nothing written)."""
+        nested = getattr(self._local, "con", None) is not None
+        for attempt in (1, 2):
+            with self._conn() as con:
+                try:
+                    return con.execute(sql, params).fetchall()
+                except psycopg.OperationalError:
+                    if nested or attempt == 2 or not con.broken:
+                        raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @contextmanager
     def _begin(self, lock_user: Optional[str] = None) -> Iterator["psycopg.Connection"]:
-        """BEGIN (and take the user's lock); a connection found dead at BEGIN is replaced once,
-        since nothing can have been done on it yet. Later failures roll back and propagate."""
-        with ExitStack() as stack:
-            for attempt in (1, 2):
-                con = self._con()
-                try:
-                    stack.enter_context(con.transaction())
-                    if lock_user is not None:
-                        con.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_NS, lock_user))
-                    break
-                except psycopg.OperationalError:
-                    if attempt == 2 or not con.broken:
-                        raise
-                    stack.pop_all()  # abandon the dead connection's transaction; _con() replaces it
-            self._local.depth = getattr(self._local, "depth", 0) + 1
+        """BEGIN (and take the user's lock) on one pooled connection; reads of this thread run on it until
+        the transaction ends. Failures roll back and propagate."""
+        if getattr(self._local, "con", None) is not None:
+            raise StoreError("a transaction is already open in this thread")
+        with self._conn() as con, con.transaction():
+            if lock_user is not None:
+                con.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_NS, lock_user))
+            self._local.con = con
             try:
                 yield con
             finally:
-                self._local.depth -= 1
+                self._local.con = None
 
     def _locked(self, user: str):
         return self._begin(lock_user=user)
@@ -240,9 +248,8 @@ class PostgresStore(SingleWrites):
         except psycopg.errors.DataException as e:
             if "dimensions" not in str(e):
                 raise
-            r = self._con().execute("SELECT vector_dims(embedding) FROM preferences WHERE user_id=%s LIMIT 1",
-                            (user,)).fetchone()
-            raise dim_mismatch(user, r[0] if r else -1, len(q)) from e
+            r = self._query("SELECT vector_dims(embedding) FROM preferences WHERE user_id=%s LIMIT 1", (user,))
+            raise dim_mismatch(user, r[0][0] if r else -1, len(q)) from e
         return [(row_to_pref(r), -float(r[10])) for r in rows]
 
     def opt_outs(self, user: str) -> list[str]:
@@ -270,11 +277,7 @@ class PostgresStore(SingleWrites):
 
     def close(self) -> None:
         with self._lock:
-            conns, self._all = self._all, []
-        if self._pid == os.getpid():
-            for _, c in conns:
-                try:
-                    c.close()
-                except Exception:
-                    pass
+            pool, self._pool = self._pool, None
+        if pool is not None and self._pid == os.getpid():
+            pool.close()
         self._local = threading.local()
