@@ -108,9 +108,26 @@ def test_bundled_gate_loads_and_separates_obvious_cases(schema):
             "I'm vegetarian, so please never suggest steakhouses to me."]
     drop = ["Thanks!", "Navigate to the airport.", "Okay.", "Yes please.", "What time is it?"]
     texts = keep + drop
-    cued, hits = ex._cues_and_hits(texts, index)
-    mask = ex._gate_mask(texts, cued, hits, index)
+    cued, hits, all_hits = ex._cues_and_hits(texts, index)
+    mask = ex._gate_mask(texts, cued, hits, all_hits)
     assert mask.tolist() == [True] * len(keep) + [False] * len(drop)
+
+
+def test_one_vocabulary_scan_gives_both_weightings(schema):
+    """The head's hits (common words half-weight, and only in cued turns) and the gate's (all words full)
+    come from one scan; each must equal VocabularyIndex.hits with that weighting."""
+    ex = LocalExtractor(NoEmbedding())
+    index = ex._index(schema)
+    vocab = index.head_vocabulary(ex.head)
+    texts = ["I always listen to jazz, and PetroLux is my gas station.", "Play some jazz.", "Set it to cool.",
+             "I prefer EcoPulse Energy chargers, EcoPulse every time.", "Thanks!"]
+    cued, hits, all_hits = ex._cues_and_hits(texts, index)
+    assert cued[0] and not cued[1]
+    for j, t in enumerate(texts):
+        assert hits[j].tolist() == pytest.approx(vocab.hits(t, ex.common_weight if cued[j] else 0.0))
+        assert all_hits[j].tolist() == pytest.approx(vocab.hits(t))
+    assert all_hits[1].max() > hits[1].max() == 0.0      # "jazz" counts for the gate, not for an uncued head turn
+    assert 0.0 < hits[0].max() and all_hits.max() <= 1.0
 
 
 @pytest.mark.slow

@@ -40,6 +40,7 @@ class CategoryIndex:
         self._proto: Optional[tuple[np.ndarray, np.ndarray]] = None
         self._attr: dict[int, np.ndarray] = {}
         self._head_vocab: Optional[tuple[object, VocabularyIndex]] = None
+        self.head_coverage: Optional[tuple[object, bool]] = None   # (head, covers this schema), set by the extractor
 
     def head_vocabulary(self, head) -> VocabularyIndex:
         """Vocabulary aligned with a trained head's labels: this schema's own attributes where it has

@@ -94,9 +94,7 @@ def train_gate(data: Path, schema: Schema, embedder, head: TrainedHead, recall: 
     gd = gate_sentences(data, users)
     ex = LocalExtractor(embedder, head=head, gate=None)
     index = ex._index(schema)
-    cued, hits = ex._cues_and_hits(gd.texts, index)
-    vocab = index.head_vocabulary(head)
-    all_hits = np.array([vocab.hits(t) for t in gd.texts], np.float32).reshape(hits.shape)
+    cued, hits, all_hits = ex._cues_and_hits(gd.texts, index)
     E = embedder.embed(gd.texts)
     ulist = sorted(set(users))
     folds = [set(ulist[k::FOLDS]) for k in range(FOLDS)]

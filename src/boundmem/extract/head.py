@@ -41,7 +41,6 @@ class TrainedHead:
     W: np.ndarray                         # (dim, len(labels) + 1)
     b: np.ndarray                         # (len(labels) + 1,)
     thresholds: Thresholds = field(default_factory=Thresholds)
-    _covered: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def dim(self) -> int:
@@ -51,15 +50,8 @@ class TrainedHead:
         """True if `schema` is this head's schema or a pruned version of it, and the embedder matches."""
         if schema.name != self.schema_name or embedder_name != self.embedder or dim != self.dim:
             return False
-        hit = self._covered.get(id(schema))   # asked once per extraction call, with few distinct schemas
-        if hit is not None and hit[0] is schema:
-            return hit[1]
         known = set(self.labels)
-        ok = all(str(r.path) in known for r in schema.details())
-        if len(self._covered) > 256:
-            self._covered.clear()
-        self._covered[id(schema)] = (schema, ok)
-        return ok
+        return all(str(r.path) in known for r in schema.details())
 
     def logits(self, X: np.ndarray) -> np.ndarray:
         return X.astype(np.float32) @ self.W + self.b

@@ -103,8 +103,7 @@ class LocalExtractor:
     def warm(self, schema: Schema) -> None:
         """Load the model and embed everything schema-dependent, so the first live call costs what later ones do."""
         index = self._index(schema)
-        use_head = self.head is not None and self.head.covers(schema, self.embedder.name, self.embedder.dim)
-        index.warm(prototypes=not use_head)
+        index.warm(prototypes=not self._uses_head(schema, index))
         self.embedder.embed(["warm up"])
 
     def extract_many(self, conversations: Sequence[Conversation], schema: Schema) -> list[list[Candidate]]:
@@ -115,10 +114,10 @@ class LocalExtractor:
         turns = [[t for _, t in c.user_sentences()] for c in conversations]
         flat = [t for ts in turns for t in ts]
         owner = [ci for ci, ts in enumerate(turns) for _ in ts]
-        use_head = self.head is not None and self.head.covers(schema, self.embedder.name, self.embedder.dim)
+        use_head = self._uses_head(schema, index)
         if use_head:
-            cued, hits = self._cues_and_hits(flat, index)
-            keep = self._gate_mask(flat, cued, hits, index)
+            cued, hits, all_hits = self._cues_and_hits(flat, index)
+            keep = self._gate_mask(flat, cued, hits, all_hits)
         else:
             cued = [states_preference(t) for t in flat]
             keep = np.array(cued, bool)   # zero-shot: an uncued turn has an infinite floor, never picked
@@ -137,21 +136,32 @@ class LocalExtractor:
                 for ss in per]
 
     # --- scoring ------------------------------------------------------------------------
-    def _gate_mask(self, texts: list[str], cued: list[bool], hits: np.ndarray, index: CategoryIndex) -> np.ndarray:
+    def _uses_head(self, schema: Schema, index: CategoryIndex) -> bool:
+        """Whether the trained head scores this schema; remembered on the schema's index (content-keyed)."""
+        if self.head is None:
+            return False
+        memo = index.head_coverage
+        if memo is None or memo[0] is not self.head:
+            memo = index.head_coverage = (self.head, self.head.covers(schema, self.embedder.name, self.embedder.dim))
+        return memo[1]
+
+    def _gate_mask(self, texts: list[str], cued: list[bool], hits: np.ndarray, all_hits: np.ndarray) -> np.ndarray:
         """Head path: which turns get embedded and scored (all of them without a gate)."""
         if self.gate is None:
             return np.ones(len(texts), bool)
-        vocab = index.head_vocabulary(self.head)
-        all_hits = np.array([vocab.hits(t) for t in texts], np.float32).reshape(hits.shape)
         return self.gate.passes(texts, cued, hits, all_hits)
 
-    def _cues_and_hits(self, texts: list[str], index: CategoryIndex) -> tuple[list[bool], np.ndarray]:
-        """Per turn: the preference cue, and the vocabulary hits per head label (common words count
-        only in cued turns). Cheap; shared by the gate and the head's scoring."""
+    def _cues_and_hits(self, texts: list[str], index: CategoryIndex) -> tuple[list[bool], np.ndarray, np.ndarray]:
+        """Per turn: the preference cue; the vocabulary hits per head label as the head gets them (common
+        words count only in cued turns); and with every common word counted (a gate feature). One scan."""
         vocab = index.head_vocabulary(self.head)
         cued = [states_preference(t) for t in texts]
-        hits = np.array([vocab.hits(t, self.common_weight if c else 0.0) for t, c in zip(texts, cued)], np.float32)
-        return cued, hits.reshape(len(texts), len(self.head.labels))
+        shape = (len(texts), len(self.head.labels))
+        if not texts:
+            return cued, np.zeros(shape, np.float32), np.zeros(shape, np.float32)
+        names, common = (np.array(x, np.float32).reshape(shape) for x in zip(*(vocab.hit_parts(t) for t in texts)))
+        w = np.where(cued, self.common_weight, 0.0).astype(np.float32)[:, None]
+        return cued, np.minimum(1.0, names + w * common), np.minimum(1.0, names + common)
 
     def _score_head(self, X: np.ndarray, rows: np.ndarray, cued: list[bool], hits: np.ndarray,
                     index: CategoryIndex) -> list[_Scored]:

@@ -58,20 +58,26 @@ class VocabularyIndex:
             out.append(words[0])
         return out
 
+    def hit_parts(self, sentence: str) -> tuple[list[float], list[float]]:
+        """Per category, uncapped: the proper-name hits and the common-word hits (see `hits`).
+        One scan of the terms serves every weighting of common words."""
+        low = sentence.lower()
+        names, common = [0.0] * self.n, [0.0] * self.n
+        for term, pat, own, name in self._terms_owned:
+            if term in low and pat.search(low):   # substring test first: ~100 terms per sentence
+                v = names if name else common
+                for i in own:
+                    v[i] += 1.0 / len(own)
+        return names, common
+
     def hits(self, sentence: str, common_weight: float = 1.0) -> list[float]:
         """Per category: 1/(number of owners) for each distinctive term present, capped at 1.
 
         Common words ("cool", "blue", "jazz") count `common_weight`, proper names (brands, stations,
         artists) fully: a common word is often used in another sense ("I like it cool") or, in a bare
         command, is the setting asked for now, while a brand name is still a choice."""
-        low = sentence.lower()
-        v = [0.0] * self.n
-        for term, pat, own, name in self._terms_owned:
-            w = 1.0 if name else common_weight
-            if w > 0 and term in low and pat.search(low):   # substring test first: ~100 terms per sentence
-                for i in own:
-                    v[i] = min(1.0, v[i] + w / len(own))
-        return v
+        names, common = self.hit_parts(sentence)
+        return [min(1.0, a + common_weight * b) for a, b in zip(names, common)]
 
 
 def literal_attribute(sentence: str, attributes: Sequence[str]) -> str | None:
