@@ -53,7 +53,7 @@ def backends() -> list[str]:
     from ..retrieve import onnx_embed
 
     out = ["onnx"] if onnx_embed.available() else []
-    if onnx_embed._has("sentence_transformers"):
+    if onnx_embed.installed("sentence_transformers"):
         out.append("torch")
     return out
 
@@ -64,7 +64,7 @@ def _fresh(backend: str):
 
     emb = make_embedder(f"minilm-{backend}")
     emb.embed(["warm up"])
-    emb._cache.clear()
+    emb.clear_cache()
     return emb
 
 
@@ -84,14 +84,14 @@ def measure_extraction(convs: list[Conversation], backend: str = "torch") -> dic
     ex = make_extractor("local", _fresh(backend))
     if hasattr(ex, "warm"):
         ex.warm(schema)   # schema vectors are embedded once per process, not per conversation
-    ex.embedder._cache.clear()
+    ex.embedder.clear_cache()
     t = time.perf_counter()
     n_found = sum(len(ex.extract(c, schema)) for c in convs)
     dt = time.perf_counter() - t
     res.update(extractor=type(ex).__name__, conversations=len(convs), seconds=dt, conv_per_s=len(convs) / dt,
                candidates=n_found)
     if hasattr(ex, "extract_many"):
-        ex.embedder._cache.clear()
+        ex.embedder.clear_cache()
         t = time.perf_counter()
         ex.extract_many(convs, schema)
         res["batched_conv_per_s"] = len(convs) / (time.perf_counter() - t)

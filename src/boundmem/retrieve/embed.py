@@ -49,6 +49,11 @@ class CachedEmbedder:
     def _encode(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError
 
+    def clear_cache(self) -> None:
+        """Forget every vector (benchmarks: so each sentence is really encoded)."""
+        with self._lock:
+            self._cache.clear()
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
         missing = [t for t in dict.fromkeys(texts) if t not in self._cache]

