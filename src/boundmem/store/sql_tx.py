@@ -7,6 +7,7 @@ the two stores cannot drift apart; the same contract tests run against both.
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -124,8 +125,6 @@ class SqlTx:
         return self.d.vector(v)
 
     def insert(self, path, attribute, sentence, embedding, conversation_id, cause) -> Preference:
-        import uuid
-
         self._check(path)
         vec = self._vector(embedding)
         now = self.d.now()
