@@ -2,6 +2,7 @@
 factory's URL handling, recovery from a dropped connection."""
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -138,10 +139,19 @@ def test_embedding_column_takes_any_dimension_per_user(pg_url):
     s.close()
 
 
-def test_connections_are_bounded_by_the_pool(pg_url):
-    """16 threads writing at once share max_connections server connections; none is lost or fails."""
-    s = PostgresStore(pg_url, max_connections=3)
+def test_connections_are_bounded_by_the_pool(pg_url, pg_admin_url):
+    """16 threads writing at once share max_connections server connections; none is lost or fails.
+    Counted on the server (pg_stat_activity), so a connection opened outside the pool would show."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    tag = f"pooltest{os.getpid()}"
+    s = PostgresStore(make_conninfo(pg_url, application_name=tag), max_connections=3)
     errors: list[BaseException] = []
+    admin = psycopg.connect(pg_admin_url, autocommit=True)
+
+    def backends() -> int:
+        return admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (tag,)).fetchone()[0]
 
     def work(n: int) -> None:
         try:
@@ -155,16 +165,22 @@ def test_connections_are_bounded_by_the_pool(pg_url):
     for t in threads:
         t.start()
     while any(t.is_alive() for t in threads):
-        peak = max(peak, s.connections())
+        peak = max(peak, backends())
         threads[0].join(0.01)
     for t in threads:
         t.join()
     assert errors == []
     assert 1 <= peak <= 3
-    assert s.connections() <= 3
+    assert backends() <= 3 and s.connections() <= 3
     assert all(len(s.preferences(f"pool-{n}")) == 5 for n in range(16))
     s.close()
     assert s.connections() == 0
+    for _ in range(50):   # the server notices closed sockets asynchronously
+        if backends() == 0:
+            break
+        threading.Event().wait(0.05)
+    assert backends() == 0
+    admin.close()
     with pytest.raises(Exception, match="closed"):
         s.preferences("pool-0")
 
