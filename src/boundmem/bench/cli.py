@@ -7,7 +7,7 @@ import typer
 
 app = typer.Typer(help="Reproduce the papers' experiments and measure performance.", no_args_is_help=True)
 
-for _name in ("carmem", "gvd", "perf"):
+for _name in ("carmem", "gvd", "perf", "challenge"):
     try:
         _mod = import_module(f"boundmem.bench.{_name}")
     except ImportError:

@@ -1,0 +1,327 @@
+"""`boundmem bench challenge`: what a new user's memory holds after each challenge conversation.
+
+Each conversation of the challenge sets (`bench/challenge_data/`, see its FORMAT.md) goes through the real
+`Memory` facade (`Memory.add`: extract -> maintain -> store) into a fresh user of one temporary SQLite store;
+the user's stored preferences are then compared with the conversation's `expected` (challenge_metrics.py).
+Optionally every SLURP devel sentence is ingested the same way as a one-turn conversation with the in-car
+schema: nothing should be stored from a voice command, except possibly for the music like/dislike intents.
+Every figure is given for the `train` and `heldout` splits separately and for both together.
+"""
+from __future__ import annotations
+
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import typer
+from pydantic import BaseModel
+
+from ..models import Conversation, Turn
+from ..schema.load import builtin_schema
+from .carmem import EMBEDDERS, EXTRACTORS, MAINTAINERS, Components, build_components
+from .challenge_data import (KINDS, SETS, SLURP_PREFERENCE_INTENTS, SPLITS, STYLES, ChallengeDataError, ChallengeItem,
+                             ChallengeSet, available_sets, default_data_dir, load_set, load_slurp)
+from .challenge_metrics import Pref, score_conversation, slurp_summary, summarise
+from .report import Report, Stopwatch, fmt, machine_info, progress, timing_section, track, write_json
+
+SetChoice = Literal["incar", "travel", "all"]
+SplitChoice = Literal["train", "heldout", "all"]
+
+
+class ChallengeConfig(BaseModel):
+    set: SetChoice = "all"
+    slurp: Optional[Path] = None
+    split: SplitChoice = "all"
+    out: Path = Path("bench-out/challenge")
+    data_dir: Optional[Path] = None  # None = the packaged challenge_data
+    extractor: str = "local"
+    maintainer: str = "local"
+    embedder: str = "minilm"
+    show_progress: bool = True
+
+
+def _splits(cfg: ChallengeConfig) -> list[str]:
+    return [*SPLITS, "all"] if cfg.split == "all" else [cfg.split]
+
+
+def _in_split(split: str, chosen: str) -> bool:
+    return chosen == "all" or split == chosen
+
+
+# --- ingest ----------------------------------------------------------------------------------
+def ingest(mem: Any, user: str, conversation: Conversation) -> dict[str, Any]:
+    """One conversation into a fresh user through `Memory.add`; what the user's memory holds afterwards."""
+    try:
+        res = mem.add(conversation, user=user)
+        decisions = [{"action": d.action, "path": str(d.candidate.path), "attribute": d.candidate.attribute}
+                     for d in res.decisions]
+        error = None
+    except Exception as e:  # noqa: BLE001 - one failing ingest (e.g. an LLM error) is counted, the run goes on
+        decisions, error = [], f"{type(e).__name__}: {e}"
+    stored = [{"path": str(p.path), "attribute": p.attribute, "sentence": p.sentence}
+              for p in mem.preferences(user)]
+    return {"stored": stored, "decisions": decisions, "error": error}
+
+
+def _expected_json(it: ChallengeItem) -> list[dict]:
+    return [{"path": str(e.path), "attribute": e.attribute, "polarity": e.polarity, "accept": list(e.accept)}
+            for e in it.expected]
+
+
+def score_item(it: ChallengeItem, got: dict[str, Any]) -> dict[str, Any]:
+    expected = _expected_json(it)
+    sc = score_conversation([Pref(**e) for e in expected],
+                            [Pref(path=s["path"], attribute=s["attribute"]) for s in got["stored"]])
+    return {"id": it.id, "set": it.set, "split": it.split, "style": it.style, "kind": it.kind,
+            "file": Path(it.file).name, "line": it.line, "note": it.note,
+            "turns": [{"role": t.role, "text": t.text} for t in it.conversation.turns],
+            "expected": expected, **got, "score": sc}
+
+
+def _flat(rec: dict) -> dict:
+    return {**rec["score"], "kind": rec["kind"], "style": rec["style"]}
+
+
+def summarise_set(records: list[dict], splits: list[str]) -> dict[str, Any]:
+    return {sp: summarise([_flat(r) for r in records if sp == "all" or r["split"] == sp], KINDS, STYLES)
+            | {"errors": sum(1 for r in records if r["error"] and (sp == "all" or r["split"] == sp))}
+            for sp in splits}
+
+
+# --- the run ---------------------------------------------------------------------------------
+def run_challenge(cfg: ChallengeConfig, components: Optional[Components] = None) -> dict[str, Any]:
+    """Run the chosen sets (and SLURP), write report.md and results.json into cfg.out, return the results."""
+    from ..memory import Memory
+    from ..store.sqlite import SQLiteStore
+
+    watch, machine = Stopwatch(), machine_info()
+    data_dir = Path(cfg.data_dir) if cfg.data_dir else default_data_dir()
+    with watch.stage("load data + components"):
+        names = available_sets(data_dir) if cfg.set == "all" else [cfg.set]
+        sets: list[ChallengeSet] = [load_set(n, data_dir) for n in names]
+        slurp = [s for s in load_slurp(cfg.slurp) if _in_split(s.split, cfg.split)] if cfg.slurp else []
+        if not sets and not slurp:
+            raise ChallengeDataError(str(data_dir), f"no challenge data file there ({', '.join(f for s in SETS.values() for f in s.files)})"
+                                                    " and no --slurp file")
+        comp = components or build_components(cfg)  # type: ignore[arg-type]  # reads extractor/maintainer/embedder
+    splits = _splits(cfg)
+    results: dict[str, Any] = {"sets": {}, "slurp": None}
+    with progress(cfg.show_progress) as prog, tempfile.TemporaryDirectory(prefix="challenge-bench-") as tmp:
+        store = SQLiteStore(Path(tmp) / "challenge.db")
+        try:
+            for cs in sets:
+                mem = Memory(schema=cs.schema, store=store, extractor=comp.extractor, maintainer=comp.maintainer,
+                             embedder=comp.embedder)
+                with watch.stage(f"warm ({cs.name} schema)"):
+                    mem.warm()
+                items = [it for it in cs.items if _in_split(it.split, cfg.split)]
+                with watch.stage(f"ingest {cs.name}"):
+                    records = [score_item(it, ingest(mem, f"{cs.name}/{it.id}", it.conversation))
+                               for it in track(prog, items, f"{cs.name}: ingest")]
+                results["sets"][cs.name] = {
+                    "schema": cs.schema.name, "zero_shot": cs.zero_shot, "files": list(cs.files),
+                    "missing_files": list(cs.missing_files), "n": len(records),
+                    "summary": summarise_set(records, splits), "items": records}
+            if slurp:
+                mem = Memory(schema=builtin_schema(), store=store, extractor=comp.extractor, maintainer=comp.maintainer,
+                             embedder=comp.embedder)
+                with watch.stage("warm (in-car schema)"):
+                    mem.warm()
+                with watch.stage("ingest SLURP"):
+                    rows = []
+                    for s in track(prog, slurp, "SLURP: ingest"):
+                        conv = Conversation(id=s.id, turns=(Turn(role="user", text=s.sentence),))
+                        rows.append({"slurp_id": s.slurp_id, "split": s.split, "intent": s.intent, "scenario": s.scenario,
+                                     "sentence": s.sentence, **ingest(mem, f"slurp/{s.slurp_id}", conv)})
+                results["slurp"] = {
+                    "file": str(cfg.slurp), "excluded_intents": list(SLURP_PREFERENCE_INTENTS),
+                    "summary": {sp: slurp_summary([r for r in rows if sp == "all" or r["split"] == sp], SLURP_PREFERENCE_INTENTS)
+                                | {"errors": sum(1 for r in rows if r["error"] and (sp == "all" or r["split"] == sp))}
+                                for sp in splits},
+                    "items": rows}
+        finally:
+            store.close()
+    results["config"] = cfg.model_dump(mode="json") | {
+        "data_dir": str(data_dir), "extractor_class": type(comp.extractor).__name__,
+        "maintainer_class": type(comp.maintainer).__name__, "embedder_class": type(comp.embedder).__name__}
+    results["machine"] = machine
+    results["timing"] = watch.summary()
+    out = Path(cfg.out)
+    write_json(out / "results.json", results)
+    render_report(results, watch, machine).write(out / "report.md")
+    return results
+
+
+# --- report ----------------------------------------------------------------------------------
+def _rate(k: Optional[int], n: Optional[int], r: Optional[float]) -> str:
+    return "–" if not n else f"{fmt(r, pct=True)} ({k}/{n})"
+
+
+def _turn_text(rec: dict) -> str:
+    text = " / ".join(f"{'U' if t['role'] == 'user' else 'A'}: {t['text']}" for t in rec["turns"])
+    return text if len(text) <= 160 else text[:159] + "…"
+
+
+def _prefs(prefs: list[dict]) -> str:
+    return "; ".join(f"{p['path']} = {('not ' if p.get('polarity') == 'dislike' else '')}{p['attribute']}"
+                     for p in prefs) or "(nothing)"
+
+
+def _set_section(rep: Report, name: str, data: dict, splits: list[str]) -> None:
+    summ = data["summary"]
+    rep.h2(f"Set `{name}` (schema `{data['schema']}`{', zero-shot' if data['zero_shot'] else ''})")
+    counts = ", ".join(f"{sp} {summ[sp]['n']}" for sp in splits)
+    rep.para(f"Files: {', '.join(data['files'])}"
+             + (f"; **not there yet: {', '.join(data['missing_files'])}**" if data["missing_files"] else "")
+             + f". Conversations: {counts}."
+             + (" Ingest errors (an ingest is one transaction: nothing stored for those): "
+                + ", ".join(f"{sp} {summ[sp]['errors']}" for sp in splits) + "."
+                if any(summ[sp]["errors"] for sp in splits) else ""))
+    rep.h3("Categories: precision / recall / F1 (micro over (conversation, path prefix) pairs)")
+    rows = []
+    for sp in splits:
+        for lv in ("main", "sub", "detail"):
+            m = summ[sp][lv]
+            rows.append([sp, lv, m["precision"], m["recall"], m["f1"], m["tp"], m["fp"], m["fn"]])
+    rep.table(["split", "level", "P", "R", "F1", "TP", "FP", "FN"], rows)
+    rep.h3("Attributes and polarity (over detail-level matches)")
+    rep.table(["split", "detail matches", "attribute + polarity right", "accuracy", "expected dislikes matched",
+               "… stored right", "**dislike stored as like**"],
+              [[sp, summ[sp]["attribute"]["matches"], summ[sp]["attribute"]["correct"], summ[sp]["attribute"]["accuracy"],
+                summ[sp]["dislike"]["matches"], summ[sp]["dislike"]["correct"], summ[sp]["dislike"]["stored_as_like"]]
+               for sp in splits])
+    rep.h3("False stores and recall by kind and by style")
+    rep.para("False-store rate: over the conversations that expect nothing, the share where anything was stored. "
+             "Recall: detail-level, over the expected preferences of the conversations that expect some. "
+             "Unexpected category: conversations that expect something but also stored something in a detail "
+             "category they do not expect.")
+    rep.table(["split", "conversations expecting nothing", "false stores", "false-store rate"],
+              [[sp, summ[sp]["false_store"]["n"], summ[sp]["false_store"]["stored"],
+                fmt(summ[sp]["false_store"]["rate"], pct=True)] for sp in splits])
+    for key, values in (("by_kind", KINDS), ("by_style", STYLES)):
+        rows = []
+        for v in values:
+            groups = [summ[sp][key][v] for sp in splits]
+            if not any(g["n"] for g in groups):
+                continue
+            if any(g["false_store"]["n"] for g in groups):
+                rows.append([v, "false-store rate"] + [_rate(g["false_store"]["stored"], g["false_store"]["n"],
+                                                             g["false_store"]["rate"]) for g in groups])
+            if any(g["expecting"] for g in groups):
+                rows.append([v, "detail recall"] + [fmt(g["detail_recall"]) + f" ({g['expecting']} conv.)" if g["expecting"]
+                                                    else "–" for g in groups])
+                rows.append([v, "unexpected category"] + [_rate(g["extra_category"], g["expecting"], g["extra_category_rate"])
+                                                          for g in groups])
+        rep.table([key.replace("by_", ""), "measure", *splits], rows)
+    items = data["items"]
+    wrong = [r for r in items if r["score"]["expects_none"] and r["stored"]]
+    dis = [r for r in items if r["score"]["dislike_as_like"]]
+    missed = [r for r in items if r["score"]["levels"]["detail"]["fn"]]
+    for title, sel in (("False stores", wrong), ("Dislikes stored as likes", dis), ("Expected preferences not stored", missed)):
+        if not sel:
+            continue
+        rep.h3(f"{title} ({len(sel)}{', first 25' if len(sel) > 25 else ''}; all in results.json)")
+        rep.table(["id", "split", "style", "kind", "conversation", "expected", "stored"],
+                  [[r["id"], r["split"], r["style"], r["kind"], _turn_text(r), _prefs(r["expected"]), _prefs(r["stored"])]
+                   for r in sel[:25]])
+
+
+def _slurp_section(rep: Report, data: dict, splits: list[str]) -> None:
+    summ = data["summary"]
+    rep.h2("SLURP devel (one-turn voice commands, in-car schema)")
+    rep.para(f"`{data['file']}`: each sentence is ingested as a one-turn conversation of a fresh user. Split: "
+             f"heldout = slurp_id % 3 == 0, train = the rest. Every store counts as false, except for the intents "
+             f"{', '.join(data['excluded_intents'])} (a genuine music preference may be stated there), which are excluded "
+             f"from the rates and listed below. SLURP: Bastianelli et al., EMNLP 2020 (text CC BY 4.0).")
+    rep.table(["split", "sentences", "with a store", "false-store rate", "preferences stored", "errors"],
+              [[sp, summ[sp]["n"], summ[sp]["stored"], fmt(summ[sp]["rate"], pct=True), summ[sp]["preferences_stored"],
+                summ[sp]["errors"]] for sp in splits])
+    per = {sp: {d["intent"]: d for d in summ[sp]["by_intent"]} for sp in splits}
+    order = [d["intent"] for d in summ[splits[-1]]["by_intent"]]
+    shown = [i for i in order if per[splits[-1]][i]["stored"]]
+    rep.h3(f"False-store rate by intent, worst first ({len(shown)} of {len(order)} intents stored anything)")
+    rep.table(["intent", *splits], [[i] + [_rate(per[sp][i]["stored"], per[sp][i]["n"], per[sp][i]["rate"])
+                                           if i in per[sp] else "–" for sp in splits] for i in shown])
+    rows = [r for r in data["items"] if r["intent"] in data["excluded_intents"]]
+    if rows:
+        rep.h3("Music like/dislike intents (not counted): what was stored")
+        rep.table(["slurp_id", "split", "intent", "sentence", "stored"],
+                  [[r["slurp_id"], r["split"], r["intent"], r["sentence"], _prefs(r["stored"])] for r in rows])
+    wrong = [r for r in data["items"] if r["intent"] not in data["excluded_intents"] and r["stored"]]
+    if wrong:
+        rep.h3(f"False stores ({len(wrong)}{', first 30' if len(wrong) > 30 else ''}; all in results.json)")
+        rep.table(["slurp_id", "split", "intent", "sentence", "stored"],
+                  [[r["slurp_id"], r["split"], r["intent"], r["sentence"], _prefs(r["stored"])] for r in wrong[:30]])
+
+
+def render_report(res: dict, watch: Stopwatch, machine: dict) -> Report:
+    cfg = res["config"]
+    splits = _splits(ChallengeConfig(split=cfg["split"]))
+    rep = Report("boundmem challenge benchmark")
+    rep.para(f"Run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. Extractor `{cfg['extractor']}` ({cfg['extractor_class']}), "
+             f"maintainer `{cfg['maintainer']}` ({cfg['maintainer_class']}), embedder `{cfg['embedder']}` "
+             f"({cfg['embedder_class']}). Data: `{cfg['data_dir']}`; split {cfg['split']}. Each conversation went "
+             "through `Memory.add` into a fresh user of one temporary SQLite store; what that user's memory then held "
+             "is compared with the conversation's `expected`. `train` may have been used to build or tune the "
+             "extractor; `heldout` never was.")
+    rep.para("A stored preference matches an expected one at a level if the path prefix (main, main/sub, "
+             "main/sub/detail) is the same. An attribute is right if it equals the expected attribute or an `accept` "
+             "spelling (case, whitespace and punctuation ignored) with the right polarity: a stored attribute starting "
+             "with \"not \", \"no \", \"never \" or \"avoid \" is a dislike of the rest.")
+    if not res["sets"]:
+        rep.para("No challenge set file was found; only SLURP was run.")
+    for name, data in res["sets"].items():
+        _set_section(rep, name, data, splits)
+    if res.get("slurp"):
+        _slurp_section(rep, res["slurp"], splits)
+    timing_section(rep, watch, machine)
+    return rep
+
+
+# --- command ---------------------------------------------------------------------------------
+def register(app: typer.Typer) -> None:
+    @app.command("challenge")
+    def challenge(
+        set_: str = typer.Option("all", "--set", help="incar | travel | all (all = every set with data files)."),
+        slurp: Optional[Path] = typer.Option(None, "--slurp", exists=True, dir_okay=False,
+                                             help="SLURP devel.jsonl (e.g. ../shared/data/slurp/devel.jsonl): false stores on voice commands."),
+        split: str = typer.Option("all", "--split", help="train | heldout | all"),
+        out: Path = typer.Option(Path("bench-out/challenge"), "--out", help="Output folder (report.md, results.json)."),
+        data_dir: Optional[Path] = typer.Option(None, "--data-dir", file_okay=False,
+                                                help="Folder with the set files (default: the packaged challenge_data)."),
+        extractor: str = typer.Option("local", "--extractor", help="local | keyword | llm"),
+        maintainer: str = typer.Option("local", "--maintainer", help="local | rules | llm"),
+        embedder: str = typer.Option("minilm", "--embedder", help="minilm (or minilm-onnx, minilm-torch) | openai | hash (model-free, harness checks only)"),
+        no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
+    ):
+        """What a fresh user's memory holds after each challenge conversation (and SLURP command), vs what it should."""
+        for name, val, allowed in (("--set", set_, (*SETS, "all")), ("--split", split, (*SPLITS, "all")),
+                                   ("--extractor", extractor, EXTRACTORS), ("--maintainer", maintainer, MAINTAINERS),
+                                   ("--embedder", embedder.split("-")[0], EMBEDDERS)):
+            if val not in allowed:
+                raise typer.BadParameter(f"{val!r} is not one of {', '.join(allowed)}", param_hint=name)
+        cfg = ChallengeConfig(set=set_, slurp=slurp, split=split, out=out, data_dir=data_dir, extractor=extractor,
+                              maintainer=maintainer, embedder=embedder, show_progress=not no_progress)
+        try:
+            res = run_challenge(cfg)
+        except ChallengeDataError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2)
+        for line in summary_lines(res):
+            typer.echo(line)
+        typer.echo(f"wrote {out / 'report.md'} in {res['timing']['total']['wall_s']:.0f} s")
+
+
+def summary_lines(res: dict) -> list[str]:
+    """One line per set (and SLURP) per split: the headline figures."""
+    lines = []
+    for name, data in res["sets"].items():
+        for sp, s in data["summary"].items():
+            lines.append(f"{name} {sp}: detail F1 {fmt(s['detail']['f1'])}, attribute accuracy {fmt(s['attribute']['accuracy'])}, "
+                         f"false stores {s['false_store']['stored']}/{s['false_store']['n']}, "
+                         f"dislike stored as like {s['dislike']['stored_as_like']}")
+    if res.get("slurp"):
+        for sp, s in res["slurp"]["summary"].items():
+            lines.append(f"SLURP {sp}: false-store rate {fmt(s['rate'], pct=True)} ({s['stored']}/{s['n']})")
+    return lines

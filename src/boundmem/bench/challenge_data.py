@@ -1,0 +1,277 @@
+"""Loading boundmem's challenge sets (`bench/challenge_data/`, format in its FORMAT.md) with full validation.
+
+Every record is checked against FORMAT.md and against the set's own schema before anything runs: a bad path,
+an unknown kind, an empty turn or a split that breaks the every-third-is-heldout rule is an error naming the
+file, line and field, because a silently skipped or mis-split case would change the benchmark's numbers.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Iterator, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from ..conversation import ConversationFileError, parse_conversation
+from ..models import Conversation
+from ..schema.load import SchemaFileError, builtin_schema, load_schema
+from ..schema.model import CategoryPath, Schema
+
+Split = Literal["train", "heldout"]
+Polarity = Literal["like", "dislike"]
+SPLITS: tuple[str, ...] = ("train", "heldout")
+STYLES: tuple[str, ...] = ("written", "spoken")
+# kinds that must store nothing, then kinds that store something (FORMAT.md's table, in its order)
+EMPTY_KINDS: tuple[str, ...] = ("one_off", "no_value", "other_person", "accepted_suggestion", "question", "odd_input")
+STORE_KINDS: tuple[str, ...] = ("lasting", "negated", "two_in_one", "principle_after_choice", "implicit")
+KINDS: tuple[str, ...] = EMPTY_KINDS + STORE_KINDS
+# how many expected preferences each kind allows (min, max); other_person may hold the speaker's own
+EXPECTED_COUNT: dict[str, tuple[int, Optional[int]]] = {
+    **{k: (0, 0) for k in EMPTY_KINDS}, "other_person": (0, None),
+    "lasting": (1, None), "negated": (1, None), "two_in_one": (2, 2), "principle_after_choice": (1, 1), "implicit": (1, 1)}
+HELDOUT_EVERY = 3  # within each kind, the 3rd, 6th, 9th, ... conversation in file order is heldout
+
+_FIELDS = {"id", "split", "style", "kind", "turns", "expected", "note"}
+_EXPECTED_FIELDS = {"path", "attribute", "polarity", "accept"}
+
+
+class SetSpec(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    files: tuple[str, ...]
+    schema_file: Optional[str] = None  # None = the built-in in-car schema
+    zero_shot: bool = False
+
+
+SETS: dict[str, SetSpec] = {
+    "incar": SetSpec(name="incar", files=("incar-negative.jsonl", "incar-positive.jsonl")),
+    "travel": SetSpec(name="travel", files=("travel.jsonl",), schema_file="travel.yaml", zero_shot=True),
+}
+
+
+class ChallengeDataError(ConversationFileError):
+    """A challenge or SLURP file that does not fit: "<file>, line N, field 'x': problem" (.file/.line/.field/.problem)."""
+
+
+class Expected(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    path: CategoryPath
+    attribute: str
+    polarity: Polarity = "like"
+    accept: tuple[str, ...] = ()
+
+
+class ChallengeItem(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    set: str
+    file: str
+    line: int
+    id: str
+    split: Split
+    style: str
+    kind: str
+    conversation: Conversation
+    expected: tuple[Expected, ...]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ChallengeSet:
+    name: str
+    schema: Schema
+    items: tuple[ChallengeItem, ...]
+    files: tuple[str, ...]          # the files read
+    missing_files: tuple[str, ...]  # files of the set not there (yet)
+    zero_shot: bool = False
+
+
+def default_data_dir() -> Path:
+    """The challenge data shipped inside the package."""
+    return Path(str(resources.files("boundmem.bench").joinpath("challenge_data")))
+
+
+def _expected(raw: object, schema: Schema, file: str, line: int, field: str) -> Expected:
+    if not isinstance(raw, dict):
+        raise ChallengeDataError(file, "an expected preference is an object {path, attribute, polarity, accept}", line, field)
+    extra = sorted(set(raw) - _EXPECTED_FIELDS)
+    if extra:
+        raise ChallengeDataError(file, f"unknown field {extra[0]!r} (allowed: {', '.join(sorted(_EXPECTED_FIELDS))})",
+                                 line, f"{field}.{extra[0]}")
+    path = raw.get("path")
+    parts = path.split("/") if isinstance(path, str) else []
+    if len(parts) != 3 or not all(p.strip() for p in parts):
+        raise ChallengeDataError(file, f"must be 'main_key/sub_key/detail_key', got {path!r}", line, f"{field}.path")
+    cp = CategoryPath(main=parts[0], sub=parts[1], detail=parts[2])
+    if not any(ref.path == cp for ref in schema.details()):
+        raise ChallengeDataError(file, f"path {path!r} is not a detail category of schema {schema.name!r}", line,
+                                 f"{field}.path")
+    attr = raw.get("attribute")
+    if not isinstance(attr, str) or not attr.strip():
+        raise ChallengeDataError(file, "must be a non-empty string", line, f"{field}.attribute")
+    pol = raw.get("polarity", "like")
+    if pol not in ("like", "dislike"):
+        raise ChallengeDataError(file, f"must be 'like' or 'dislike', got {pol!r}", line, f"{field}.polarity")
+    accept = raw.get("accept", [])
+    if not isinstance(accept, list) or not all(isinstance(a, str) and a.strip() for a in accept):
+        raise ChallengeDataError(file, "must be a list of non-empty strings", line, f"{field}.accept")
+    return Expected(path=cp, attribute=attr.strip(), polarity=pol, accept=tuple(a.strip() for a in accept))
+
+
+def _jsonl(p: Path) -> Iterator[tuple[int, object]]:
+    """(line number, parsed object) for every non-blank line."""
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ChallengeDataError(str(p), f"cannot read: {e}") from None
+    for n, ln in enumerate(lines, start=1):
+        if ln.strip():
+            try:
+                yield n, json.loads(ln)
+            except json.JSONDecodeError as e:
+                raise ChallengeDataError(str(p), f"invalid JSON: {e.msg}", n) from None
+
+
+def parse_item(obj: object, schema: Schema, set_name: str, file: str, line: int) -> ChallengeItem:
+    """One JSONL record, validated against FORMAT.md and the set's schema (split rule checked by `load_file`)."""
+    if not isinstance(obj, dict):
+        raise ChallengeDataError(file, "a line must be a JSON object (one conversation)", line)
+    extra = sorted(set(obj) - _FIELDS)
+    if extra:
+        raise ChallengeDataError(file, f"unknown field (allowed: {', '.join(sorted(_FIELDS))})", line, extra[0])
+    for key in ("id", "split", "style", "kind", "turns", "expected"):
+        if key not in obj:
+            raise ChallengeDataError(file, "missing field", line, key)
+    cid = obj["id"]
+    if not isinstance(cid, str) or not re.fullmatch(rf"{re.escape(set_name)}\w*-\d+", cid):
+        raise ChallengeDataError(file, f"must look like '{set_name}-NNNN', got {cid!r}", line, "id")
+    for key, allowed in (("split", SPLITS), ("style", STYLES), ("kind", KINDS)):
+        if obj[key] not in allowed:
+            raise ChallengeDataError(file, f"unknown {key} {obj[key]!r} (one of {', '.join(allowed)})", line, key)
+    try:  # roles user/assistant, text a non-empty string (FORMAT.md: never the empty string)
+        conv = parse_conversation({"id": cid, "turns": obj["turns"]}, file, line)
+    except ConversationFileError as e:
+        raise ChallengeDataError(file, e.problem, line, e.field) from None
+    if not conv.user_sentences():
+        raise ChallengeDataError(file, "a conversation needs at least one user turn", line, "turns")
+    raw_exp = obj["expected"]
+    if not isinstance(raw_exp, list):
+        raise ChallengeDataError(file, "must be a list (empty = store nothing)", line, "expected")
+    expected = tuple(_expected(e, schema, file, line, f"expected[{i}]") for i, e in enumerate(raw_exp))
+    lo, hi = EXPECTED_COUNT[obj["kind"]]
+    if len(expected) < lo or (hi is not None and len(expected) > hi):
+        want = f"exactly {lo}" if lo == hi else f"at least {lo}" if hi is None else f"{lo} to {hi}"
+        raise ChallengeDataError(file, f"kind {obj['kind']!r} needs {want} expected preference(s), got {len(expected)}",
+                                 line, "expected")
+    note = obj.get("note", "")
+    if not isinstance(note, str):
+        raise ChallengeDataError(file, "must be a string", line, "note")
+    return ChallengeItem(set=set_name, file=file, line=line, id=cid, split=obj["split"], style=obj["style"],
+                         kind=obj["kind"], conversation=conv, expected=expected, note=note)
+
+
+def load_file(path: str | Path, schema: Schema, set_name: str) -> list[ChallengeItem]:
+    """All records of one JSONL file, or an error; also enforces the split rule within each kind, in file order."""
+    p = Path(path)
+    items: list[ChallengeItem] = []
+    seen_per_kind: dict[str, int] = {}
+    for n, obj in _jsonl(p):
+        it = parse_item(obj, schema, set_name, str(p), n)
+        k = seen_per_kind[it.kind] = seen_per_kind.get(it.kind, 0) + 1
+        want = "heldout" if k % HELDOUT_EVERY == 0 else "train"
+        if it.split != want:
+            raise ChallengeDataError(str(p), f"conversation {k} of kind {it.kind!r} in this file must be {want!r} "
+                                             f"(every {HELDOUT_EVERY}rd of a kind is heldout), got {it.split!r}", n, "split")
+        items.append(it)
+    if not items:
+        raise ChallengeDataError(str(p), "file is empty")
+    return items
+
+
+def set_schema(spec: SetSpec, data_dir: Path) -> Schema:
+    if spec.schema_file is None:
+        return builtin_schema()
+    f = data_dir / spec.schema_file
+    if not f.is_file():
+        raise ChallengeDataError(str(f), f"the schema of set {spec.name!r} is missing")
+    try:
+        return load_schema(f)
+    except SchemaFileError as e:
+        raise ChallengeDataError(str(f), f"invalid schema: {e}") from None
+
+
+def available_sets(data_dir: Optional[Path] = None) -> list[str]:
+    """Sets with at least one data file present."""
+    d = Path(data_dir) if data_dir else default_data_dir()
+    return [name for name, spec in SETS.items() if any((d / f).is_file() for f in spec.files)]
+
+
+def load_set(name: str, data_dir: Optional[Path] = None) -> ChallengeSet:
+    """A set from the files of it that exist (at least one must); ids must be unique across them."""
+    if name not in SETS:
+        raise ChallengeDataError(name, f"unknown challenge set (one of {', '.join(SETS)})")
+    spec, d = SETS[name], Path(data_dir) if data_dir else default_data_dir()
+    present = [f for f in spec.files if (d / f).is_file()]
+    if not present:
+        raise ChallengeDataError(str(d), f"no data file of set {name!r} ({', '.join(spec.files)})")
+    schema = set_schema(spec, d)
+    items = [it for f in present for it in load_file(d / f, schema, name)]
+    first: dict[str, ChallengeItem] = {}
+    for it in items:
+        if it.id in first:
+            o = first[it.id]
+            raise ChallengeDataError(it.file, f"duplicate id {it.id!r} (first at {o.file}, line {o.line})", it.line, "id")
+        first[it.id] = it
+    return ChallengeSet(name=name, schema=schema, items=tuple(items), files=tuple(present),
+                        missing_files=tuple(f for f in spec.files if f not in present), zero_shot=spec.zero_shot)
+
+
+# --- SLURP -----------------------------------------------------------------------------------
+# intents whose commands can state a genuine lasting music preference: not counted as false stores
+SLURP_PREFERENCE_INTENTS = ("music_likeness", "music_dislikeness")
+
+
+class SlurpItem(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    slurp_id: int
+    sentence: str
+    scenario: str
+    intent: str
+    line: int
+
+    @property
+    def split(self) -> str:
+        return "heldout" if self.slurp_id % 3 == 0 else "train"
+
+    @property
+    def id(self) -> str:
+        return f"slurp-{self.slurp_id}"
+
+
+def load_slurp(path: str | Path) -> list[SlurpItem]:
+    p = Path(path)
+    out: list[SlurpItem] = []
+    ids: set[int] = set()
+    for n, obj in _jsonl(p):
+        if not isinstance(obj, dict):
+            raise ChallengeDataError(str(p), "a line must be a JSON object", n)
+        sid = obj.get("slurp_id")
+        if not isinstance(sid, int) or isinstance(sid, bool):
+            raise ChallengeDataError(str(p), "must be an integer", n, "slurp_id")
+        if sid in ids:
+            raise ChallengeDataError(str(p), f"duplicate slurp_id {sid}", n, "slurp_id")
+        ids.add(sid)
+        for key in ("sentence", "scenario", "intent"):
+            if not isinstance(obj.get(key), str) or not obj[key].strip():
+                raise ChallengeDataError(str(p), "must be a non-empty string", n, key)
+        out.append(SlurpItem(slurp_id=sid, sentence=obj["sentence"].strip(), scenario=obj["scenario"],
+                             intent=obj["intent"], line=n))
+    if not out:
+        raise ChallengeDataError(str(p), "file is empty")
+    return out
