@@ -90,7 +90,8 @@ def test_levels_attribute_and_dislike_as_like_by_hand():
     assert s["false_store"] == {"n": 2, "stored": 1, "rate": 0.5}
     assert s["by_kind"]["one_off"]["false_store"] == {"n": 2, "stored": 1, "rate": 0.5}
     assert s["by_kind"]["lasting"]["detail_recall"] == 0 and s["by_kind"]["two_in_one"]["detail_recall"] == 1
-    assert s["by_kind"]["two_in_one"]["extra_category"] == 1 and s["by_kind"]["negated"]["extra_category"] == 0
+    assert s["by_kind"]["two_in_one"]["stored_unexpected"] == 1 and s["by_kind"]["negated"]["stored_unexpected"] == 0
+    assert s["by_kind"]["two_in_one"]["attribute_accuracy"] == 0 and s["by_kind"]["negated"]["attribute_accuracy"] == 1
     assert s["by_kind"]["question"]["n"] == 0 and s["by_kind"]["question"]["false_store"]["rate"] is None
     assert s["by_style"]["spoken"]["false_store"] == {"n": 1, "stored": 1, "rate": 1.0}
     assert s["by_style"]["written"]["false_store"] == {"n": 1, "stored": 0, "rate": 0.0}
@@ -281,7 +282,9 @@ def test_keyword_run_figures_by_hand(keyword_run):
     assert k["one_off"]["false_store"] == {"n": 3, "stored": 2, "rate": pytest.approx(2 / 3)}
     assert k["question"]["false_store"]["rate"] == 0 and k["other_person"]["false_store"]["rate"] == 1
     assert k["other_person"]["detail_recall"] == 1 and k["implicit"]["detail_recall"] == 0
-    assert k["principle_after_choice"]["extra_category"] == 1 and k["lasting"]["detail_recall"] == 1
+    assert k["principle_after_choice"]["stored_unexpected"] == 1 and k["lasting"]["detail_recall"] == 1
+    assert k["other_person"]["stored_unexpected"] == 1   # 0006: the son's Rock beside the speaker's Jazz
+    assert k["negated"]["attribute_accuracy"] == 0 and k["two_in_one"]["attribute_accuracy"] == 1
     assert a["by_style"]["spoken"]["false_store"] == {"n": 2, "stored": 1, "rate": 0.5}
     assert a["by_style"]["written"]["false_store"] == {"n": 3, "stored": 2, "rate": pytest.approx(2 / 3)}
     h, t = s["heldout"], s["train"]   # heldout: 0003 (false store), 0106 (right)

@@ -126,7 +126,7 @@ def run_challenge(cfg: ChallengeConfig, components: Optional[Components] = None)
             if slurp:
                 mem = Memory(schema=builtin_schema(), store=store, extractor=comp.extractor, maintainer=comp.maintainer,
                              embedder=comp.embedder)
-                with watch.stage("warm (in-car schema)"):
+                with watch.stage("warm (SLURP, incar schema)"):
                     mem.warm()
                 with watch.stage("ingest SLURP"):
                     rows = []
@@ -194,8 +194,9 @@ def _set_section(rep: Report, name: str, data: dict, splits: list[str]) -> None:
     rep.h3("False stores and recall by kind and by style")
     rep.para("False-store rate: over the conversations that expect nothing, the share where anything was stored. "
              "Recall: detail-level, over the expected preferences of the conversations that expect some. "
-             "Unexpected category: conversations that expect something but also stored something in a detail "
-             "category they do not expect.")
+             "Attribute accuracy: as above, over that kind's detail matches. Stored something unexpected: conversations "
+             "that expect something but also stored a preference that matches none of the expected ones (another "
+             "category, or a second value in the expected one, e.g. the other person's).")
     rep.table(["split", "conversations expecting nothing", "false stores", "false-store rate"],
               [[sp, summ[sp]["false_store"]["n"], summ[sp]["false_store"]["stored"],
                 fmt(summ[sp]["false_store"]["rate"], pct=True)] for sp in splits])
@@ -211,8 +212,10 @@ def _set_section(rep: Report, name: str, data: dict, splits: list[str]) -> None:
             if any(g["expecting"] for g in groups):
                 rows.append([v, "detail recall"] + [fmt(g["detail_recall"]) + f" ({g['expecting']} conv.)" if g["expecting"]
                                                     else "–" for g in groups])
-                rows.append([v, "unexpected category"] + [_rate(g["extra_category"], g["expecting"], g["extra_category_rate"])
-                                                          for g in groups])
+                rows.append([v, "attribute accuracy"] + [fmt(g["attribute_accuracy"]) + f" ({g['attribute_matches']} matches)"
+                                                         if g["attribute_matches"] else "–" for g in groups])
+                rows.append([v, "stored something unexpected"] + [
+                    _rate(g["stored_unexpected"], g["expecting"], g["stored_unexpected_rate"]) for g in groups])
         rep.table([key.replace("by_", ""), "measure", *splits], rows)
     items = data["items"]
     wrong = [r for r in items if r["score"]["expects_none"] and r["stored"]]
@@ -268,7 +271,10 @@ def render_report(res: dict, watch: Stopwatch, machine: dict) -> Report:
     rep.para("A stored preference matches an expected one at a level if the path prefix (main, main/sub, "
              "main/sub/detail) is the same. An attribute is right if it equals the expected attribute or an `accept` "
              "spelling (case, whitespace and punctuation ignored) with the right polarity: a stored attribute starting "
-             "with \"not \", \"no \", \"never \" or \"avoid \" is a dislike of the rest.")
+             "with \"not \", \"no \", \"never \" or \"avoid \" is a dislike of the rest (unless it is literally an expected "
+             "like, e.g. the vocabulary item \"No (cheapest prefered)\"). Each expected preference is paired with at most "
+             "one stored preference of its detail category (as many right pairs as possible); those pairs are the "
+             "detail-level matches.")
     if not res["sets"]:
         rep.para("No challenge set file was found; only SLURP was run.")
     for name, data in res["sets"].items():

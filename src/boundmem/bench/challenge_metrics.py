@@ -106,8 +106,8 @@ def score_conversation(expected: Sequence[Pref], stored: Sequence[Pref]) -> dict
     out["dislike_as_like"] = sum(1 for p in pairs if p["expected_polarity"] == "dislike" and p["stored_polarity"] == "like")
     out["stored_any"] = bool(stored)
     out["expects_none"] = not expected
-    exp_details = {p.path for p in expected}
-    out["extra"] = [j for j, s in enumerate(stored) if s.path not in exp_details]  # stored in a category not expected
+    paired = {j for _, j in pair_detail(expected, stored)}
+    out["extra"] = [j for j in range(len(stored)) if j not in paired]  # stored, but matching no expected preference
     return out
 
 
@@ -156,14 +156,16 @@ def false_store(scores: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def group(scores: Sequence[dict[str, Any]], key: str, value: str) -> dict[str, Any]:
-    """One kind or style: false-store rate over its conversations that expect nothing, detail recall over the
-    expected preferences of the others, and how many conversations stored something in a category not expected."""
+    """One kind or style: false-store rate over its conversations that expect nothing; over the others, detail
+    recall, attribute accuracy, and how many stored something that matches no expected preference."""
     sel = [s for s in scores if s[key] == value]
     some = [s for s in sel if not s["expects_none"]]
     tp, fn = sum(s["levels"]["detail"]["tp"] for s in some), sum(s["levels"]["detail"]["fn"] for s in some)
+    pairs = [p for s in some for p in s["pairs"]]
     extra = sum(1 for s in some if s["extra"])
-    return {"n": len(sel), "false_store": false_store(sel), "expecting": len(some),
-            "detail_recall": ratio(tp, tp + fn), "extra_category": extra, "extra_category_rate": ratio(extra, len(some))}
+    return {"n": len(sel), "false_store": false_store(sel), "expecting": len(some), "detail_recall": ratio(tp, tp + fn),
+            "attribute_accuracy": ratio(sum(p["correct"] for p in pairs), len(pairs)), "attribute_matches": len(pairs),
+            "stored_unexpected": extra, "stored_unexpected_rate": ratio(extra, len(some))}
 
 
 def slurp_summary(rows: Sequence[dict[str, Any]], preference_intents: Sequence[str]) -> dict[str, Any]:
