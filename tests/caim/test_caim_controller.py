@@ -1,9 +1,10 @@
-"""The local memory controller retrieves for recall questions and stays quiet for small talk."""
+"""The memory controller retrieves for recall questions, for requests whose answer depends on the user's tastes, and
+for messages near a stored memory; it declines for greetings, thanks and chit-chat with no memory nearby."""
 from datetime import date
 
 import pytest
 
-from boundmem.caim.controller import RuleController
+from boundmem.caim.controller import GatedController, RuleController, is_small_talk
 
 TODAY = date(2023, 5, 7)
 
@@ -18,16 +19,26 @@ RECALL = [
     "What did I cook yesterday?",
     "Last time you told me about a meditation app, which one was it?",
 ]
+# requests for recommendations / advice / plans: a stored preference could change the answer
+REQUESTS = [
+    "Can you recommend a good science fiction book?",
+    "can you suggest a dinner spot?",
+    "What should I cook tonight?",
+    "Any ideas for a weekend trip?",
+    "Help me choose a new pair of running shoes.",
+    "I'm planning a holiday in June, where should we go?",
+    "Which laptop would you pick for me?",
+    "I need a gift for my sister.",
+    "what to watch tonight",
+]
 CHITCHAT = [
     "Hello, how are you today?",
     "What is the capital of France?",
-    "Can you recommend a good science fiction book?",
     "Tell me a joke.",
     "The weather is nice today, I went for a walk.",
-    "Thank you for your advice.",
     "Do you like swimming?",
-    "Okay, I will try making some of the dishes you recommended!",
 ]
+SMALL_TALK = ["thanks!", "Thank you for your advice.", "Hi there!", "ok, bye", "Good morning! How are you?"]
 
 
 @pytest.mark.parametrize("q", RECALL)
@@ -35,7 +46,35 @@ def test_recall_turns_need_memory(q):
     assert RuleController().needs_memory(q, today=TODAY), q
 
 
+@pytest.mark.parametrize("q", REQUESTS)
+def test_recommendation_requests_need_memory(q):
+    c = RuleController()
+    assert c.needs_memory(q, today=TODAY), q
+    # and the gate retrieves for them even when no stored memory is near
+    assert GatedController(c, near=0.99).decide(q, (), TODAY, nearest=0.0)[0], q
+
+
 @pytest.mark.parametrize("q", CHITCHAT)
-def test_chit_chat_does_not(q):
+def test_chit_chat_alone_does_not(q):
     c = RuleController()
     assert not c.needs_memory(q, today=TODAY), (q, c.reason(q, TODAY))
+    assert not GatedController(c, near=0.4).decide(q, (), TODAY, nearest=0.2)[0]
+
+
+@pytest.mark.parametrize("q", CHITCHAT[1:])
+def test_a_query_near_a_stored_memory_retrieves(q):
+    ok, why = GatedController(RuleController(), near=0.4).decide(q, (), TODAY, nearest=0.55)
+    assert ok and "close to a stored memory" in why
+
+
+@pytest.mark.parametrize("q", SMALL_TALK)
+def test_thanks_and_greetings_decline_even_near_memory(q):
+    assert is_small_talk(q)
+    ok, why = GatedController(RuleController(), near=0.4).decide(q, (), TODAY, nearest=0.9)
+    assert not ok and why == "small talk"
+
+
+def test_small_talk_with_a_request_is_not_small_talk():
+    assert not is_small_talk("Thanks! Can you suggest a dinner spot?")
+    assert GatedController(RuleController(), near=0.99).decide("Thanks! Can you suggest a dinner spot?",
+                                                               (), TODAY, nearest=0.0)[0]

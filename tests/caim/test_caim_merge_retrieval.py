@@ -94,6 +94,47 @@ def test_retrieve_uses_tags_and_date_end_to_end():
     m.add_session("u", d2, [_turn(d2, 0, "I watched the movie Titanic at the cinema, it was sad.")])
     res = m.retrieve("u", "What movie did I watch on May 3rd?", TODAY, k=5)
     assert res.retrieved and res.items
-    assert res.items[0].source_turn_ids == ("2023-05-03#0",)
-    assert all("2023-05-01#0" not in i.source_turn_ids for i in res.items)
+    assert res.items[0].source_turn_ids == ("2023-05-03#0",)  # the date bonus puts May 3rd first
+    # soft: the other day's movie is ranked lower, not filtered out
+    assert [i.source_turn_ids for i in res.items][1:] == [("2023-05-01#0",)]
     assert not m.retrieve("u", "Tell me a joke.", TODAY).retrieved
+
+
+# --- soft re-ranking over dense retrieval -------------------------------------------------------------------
+def test_rank_bonuses_reorder_but_never_drop_the_strong_dense_hit():
+    import numpy as np
+
+    from boundmem.caim.retrieval import RetrievalParams, rank
+
+    cos = np.array([0.62, 0.30, 0.28, 0.27, 0.26, 0.25], np.float32)  # thought 0: the strong dense hit
+    tag_sim = np.array([0, 1, 1, 1, 1, 1], np.float32)  # ...shares no tag with the query; the others do
+    in_range = np.array([0, 1, 1, 1, 1, 1], np.float32)
+    p = RetrievalParams(pool=0, tag_bonus=0.2, date_bonus=0.2, cutoff=0.25, near=0.3)
+    top = rank(cos, tag_sim, in_range, p, k=5)
+    assert len(top) == 5 and 0 in [i for i, _ in top]  # bonuses lifted five others above it; it keeps a place
+    assert [i for i, _ in rank(cos, tag_sim, in_range, p, k=5)][:4] == [1, 2, 3, 4]
+    # with small bonuses it stays first; the cutoff drops the far ones but never empties a confident result
+    p2 = RetrievalParams(pool=0, tag_bonus=0.02, date_bonus=0.02, cutoff=0.5, near=0.3)
+    assert [i for i, _ in rank(cos, tag_sim, in_range, p2, k=5)] == [0]
+    # a far best match alone does not pass the cutoff: the filter may return nothing
+    assert rank(cos - 0.4, tag_sim * 0, in_range * 0, p2, k=5) == []
+
+
+def test_hard_tag_match_would_lose_what_soft_ranking_keeps():
+    """The earlier hard matching drops a thought whose tags miss the query's; CAIM's retrieval still returns it."""
+    from boundmem.caim.postthink import LocalThinker
+    from boundmem.caim.system import CAIM, CAIMParts
+
+    class FixedTagger:  # tags the stored thought and the query into different subcategories
+        def tags(self, text, max_tags=3):
+            return ["Activities/Media/watching"] if text.startswith("What") else ["Preferences/Music/genre"]
+
+    m = CAIM(parts=CAIMParts(tagger=FixedTagger(), thinker=LocalThinker(FixedTagger())), controller=False)
+    d = date(2023, 5, 1)
+    m.add_session("u", d, [_turn(d, 0, "I watched the movie Inception at the cinema with friends.")])
+    stored = m.thoughts("u")
+    assert stored and all(t.tags == ("Preferences/Music/genre",) for t in stored)
+    query = "What movie Inception did I watch at the cinema?"
+    assert match(stored, ["Activities/Media/watching"], None) == []  # hard filter: nothing
+    res = m.retrieve("u", query, TODAY, k=5)
+    assert res.items and res.items[0].source_turn_ids == ("2023-05-01#0",)

@@ -22,7 +22,8 @@ from .gvd_data import GVDDataError, GVDDataset, GVDQuestion, load_gvd
 from .gvd_metrics import score_answer, score_retrieval
 from .report import Report, Stopwatch, fmt, machine_info, plot_lines, progress, ratio, timing_section, write_json
 
-DEFAULT_SYSTEMS = ("caim", "caim-nocontroller", "caim-nofilter", "memorybank", "memorybank-forget", "tim")
+DEFAULT_SYSTEMS = ("caim", "caim-nocontroller", "caim-notags", "caim-nodates", "caim-nofilter", "caim-raw",
+                   "memorybank", "memorybank-forget", "tim")
 EMBEDDERS = ("minilm", "openai", "hash")
 NO_LLM_MODE = "extractive answer (no LLM)"
 ABSTENTION = "I don't remember that."
@@ -33,9 +34,13 @@ ANSWER_PROMPT = (
     "say that you don't remember. If the message is a yes/no question, start with Yes or No.\n\n{user}: {question}"
 )
 SYSTEM_NOTES = {
-    "caim": "CAIM: memory controller + tag/date retrieval + relevance filter + post-thinking (src/boundmem/caim).",
+    "caim": "CAIM: memory controller + dense pool re-ranked by tag/date bonuses + relevance cutoff + post-thinking "
+            "(src/boundmem/caim).",
     "caim-nocontroller": "CAIM ablation: no memory controller (always retrieves).",
-    "caim-nofilter": "CAIM ablation: no relevance filter (every tag/date candidate passes, ranked by cosine, top k).",
+    "caim-notags": "CAIM ablation: no tag bonus (query not tagged).",
+    "caim-nodates": "CAIM ablation: no date bonus (dates in the query ignored).",
+    "caim-nofilter": "CAIM ablation: no relevance cutoff (the top k of the re-ranked pool, however far).",
+    "caim-raw": "CAIM ablation: no post-thinking; long-term memory holds the raw turns (<= 400-character pieces).",
     "memorybank": "MemoryBank: turn documents + daily summaries, cosine top-k, no forgetting.",
     "memorybank-forget": "MemoryBank with forgetting R = exp(-t/S), fixed seed.",
     "tim": "TiM: per-turn thoughts in a 16-bucket random-projection LSH table, cosine top-k in the bucket.",
@@ -43,12 +48,12 @@ SYSTEM_NOTES = {
 
 
 # --- systems ------------------------------------------------------------------------------------------------
-def _caim(embedder: Any, llm: Any, workdir: Path, controller: bool = True, relevance_filter: bool = True) -> Any:
+def _caim(embedder: Any, llm: Any, workdir: Path, **switches: Any) -> Any:
     """CAIM with the shared embedder and LLM, one SQLite file per variant; the switches are its ablations."""
     from ..caim.system import CAIM  # written beside this bench; imported only when asked for
 
     db = workdir / f"caim-{len(list(workdir.iterdir()))}.db"
-    return CAIM(embedder=embedder, llm=llm, db=db, controller=controller, relevance_filter=relevance_filter)
+    return CAIM(embedder=embedder, llm=llm, db=db, **switches)
 
 
 def system_factories() -> dict[str, Callable[[Any, Any, Path, int], DialogueMemory]]:
@@ -57,7 +62,10 @@ def system_factories() -> dict[str, Callable[[Any, Any, Path, int], DialogueMemo
     return {
         "caim": lambda e, l, w, s: _rename(_caim(e, l, w), "caim"),
         "caim-nocontroller": lambda e, l, w, s: _rename(_caim(e, l, w, controller=False), "caim-nocontroller"),
+        "caim-notags": lambda e, l, w, s: _rename(_caim(e, l, w, tags=False), "caim-notags"),
+        "caim-nodates": lambda e, l, w, s: _rename(_caim(e, l, w, dates=False), "caim-nodates"),
         "caim-nofilter": lambda e, l, w, s: _rename(_caim(e, l, w, relevance_filter=False), "caim-nofilter"),
+        "caim-raw": lambda e, l, w, s: _rename(_caim(e, l, w, postthink=False), "caim-raw"),
         "memorybank": lambda e, l, w, s: MemoryBank(e, l, forgetting=False, seed=s),
         "memorybank-forget": lambda e, l, w, s: MemoryBank(e, l, forgetting=True, seed=s),
         "tim": lambda e, l, w, s: TiM(e, l, seed=s),

@@ -1,14 +1,22 @@
 """Memory controller: does this user turn need long-term memory at all?
 
 CAIM asks this first so that small talk and general questions neither pay for retrieval nor get distracted
-by unrelated memories. Two implementations:
+by unrelated memories. Declining is meant to be the exception: a stored memory that could change the answer
+must be retrieved. Parts:
 
 - `RuleController` (local): fires on recall cues ("remember", "did I", "you recommended", "last time",
   "what did", "before"), on date references (see `caim.dates`), on second-person past tense ("you told",
-  "you gave"), and on questions about the user's own preferences or past ("What music do I like?",
-  "What dish did I make?", "I don't like X, right?"). With an embedder it also accepts messages close to a few
-  prototype recall phrasings. It cannot tell that "recommend me a book" would profit from known tastes: it
-  errs towards not retrieving for fresh requests.
+  "you gave"), on questions about the user's own preferences or past ("What music do I like?",
+  "What dish did I make?", "I don't like X, right?"), and on requests for recommendations, advice, suggestions
+  or plans ("can you suggest a dinner spot?", "what should I", "any ideas", "help me choose"), whose answer
+  depends on what the user likes. With an embedder it also accepts messages close to a few prototype recall
+  phrasings. These rules were first written while reading GVD's probing questions; the request rule was added
+  for preference-dependent requests in other domains.
+- `GatedController`: the decision CAIM makes. Retrieve when the base controller (rules or LLM) says so, or the
+  message is a request for advice/recommendations, or the message is close to any stored memory of the user
+  (best cosine >= `near`, computed from the query vector retrieval needs anyway); decline only for pure small
+  talk (greetings, thanks, acknowledgements) or when nothing fires. `near` is chosen by cross-validation
+  (`boundmem bench gvd --cv`).
 - `LLMController`: prompt CONTROLLER in `caim.prompts`, strict JSON `{"retrieve": bool}`; anything else
   raises `CAIMLLMError` (`caim.fallback.Fallback` turns that into a logged fall back to the rules).
 """
@@ -57,6 +65,37 @@ _DATE_WORDS = re.compile(r"\b(january|february|march|april|may|june|july|august|
                          r"december)\s+[0-3]?\d|\b(yesterday|days? ago|last (week|month|night|monday|tuesday|"
                          r"wednesday|thursday|friday|saturday|sunday))\b", re.I)
 _SENT = re.compile(r"(?<=[.!?])\s+")
+# requests whose answer depends on the user's tastes, constraints or history
+_ADVICE = re.compile(
+    r"\b(recommend\w*|suggest\w*|advi[cs]e|tips?|ideas?|plan|planning|what should i|should i|where should|"
+    r"which (one |\w+ )?(should|would|could)|what (would|do) you (think|suggest|recommend)|help me (choose|pick|decide|"
+    r"find|plan|with)|what (can|could) i|where (can|could) i|how (can|could|should) i|i need (a|an|some|to find)|"
+    r"i'?m looking for|looking for (a|an|some)|any good|good (place|spot|restaurant|option|gift|book|movie|song)s?|"
+    r"options? for|what'?s (a )?good|worth (trying|visiting|watching|reading|buying)|pick (a|an|one|something)|"
+    r"find me|book (me )?(a|an)|gift for|what to (eat|cook|wear|buy|watch|read|do|play)|where to (eat|go|stay))\b",
+    re.I)
+# a sentence that is only a greeting, thanks, acknowledgement or goodbye
+_SMALLTALK = re.compile(
+    r"((hi|hello|hey|hiya|yo)( there| again| friend)?|good (morning|afternoon|evening|night)|"
+    r"(thanks|thank you|thx|ty|cheers|many thanks)( (so|very) much| a lot| again)?( for [\w' ]{1,40})?|"
+    r"(i )?appreciate (it|that|your help)|ok(ay)?|sure|great|cool|nice|awesome|perfect|wonderful|alright|got it|"
+    r"sounds good|will do|no problem|you'?re welcome|lol|haha|bye|goodbye|see you( later| soon| tomorrow)?|"
+    r"(have a )?(good|nice|great) (day|night|one|weekend)|you too|how are you( doing)?( today)?|"
+    r"how'?s it going|what'?s up|i'?m (fine|good|great|ok|okay)( thanks| thank you)?|nice to (meet|see) you)",
+    re.I)
+
+
+def is_small_talk(text: str) -> bool:
+    """True when every sentence of the message is a greeting, thanks, acknowledgement or goodbye."""
+    parts = [p.strip(" \t,;:.!?~-") for p in re.split(r"[.!?\n]+|,\s*", text)]
+    parts = [p for p in parts if p]
+    return bool(parts) and all(_SMALLTALK.fullmatch(p) for p in parts)
+
+
+def advice_request(text: str) -> Optional[str]:
+    """The cue of a request for a recommendation, advice, suggestion or plan, or None."""
+    m = _ADVICE.search(text)
+    return m.group(0) if m else None
 
 
 def _questions(text: str) -> str:
@@ -96,6 +135,8 @@ class RuleController:
             return f"refers to a past date {r.phrase!r}"
         if qs and _DATE_WORDS.search(q):
             return "refers to a past date"
+        if (cue := advice_request(q)) and not is_small_talk(q):
+            return f"asks for a recommendation or advice {cue!r}"
         if self.embedder is not None:
             if self._protos is None:
                 self._protos = self.embedder.embed(list(PROTOTYPES))
@@ -120,3 +161,34 @@ class LLMController:
         data = ask_json(self.client, "memory controller", CONTROLLER_SYSTEM,
                         CONTROLLER_USER.format(stm=stm_text, query=query))
         return field(data, "retrieve", bool, "memory controller")
+
+
+class GatedController:
+    """CAIM's decision: base controller, or an advice request, or a nearby stored memory; small talk declines.
+
+    `decide(query, stm, today, nearest)` -> (retrieve?, reason); `nearest` is the best cosine between the query and
+    the user's stored thoughts (None when unknown: then only the rules decide).
+    """
+
+    def __init__(self, base: Controller, near: float = 0.35):
+        self.base, self.near = base, near
+        self.name = f"gated({getattr(base, 'name', type(base).__name__)})"
+
+    def decide(self, query: str, stm: Sequence[DialogueTurn] = (), today: Optional[date] = None,
+               nearest: Optional[float] = None) -> tuple[bool, str]:
+        if is_small_talk(query):
+            return False, "small talk"
+        reason = self.base.reason(query, today) if hasattr(self.base, "reason") else None
+        if reason is not None:
+            return True, reason
+        if not hasattr(self.base, "reason") and self.base.needs_memory(query, stm, today):
+            return True, "controller"
+        if cue := advice_request(query):
+            return True, f"asks for a recommendation or advice {cue!r}"
+        if nearest is not None and nearest >= self.near:
+            return True, f"close to a stored memory ({nearest:.2f})"
+        return False, "no recall cue and no stored memory nearby"
+
+    def needs_memory(self, query: str, stm: Sequence[DialogueTurn] = (), today: Optional[date] = None,
+                     nearest: Optional[float] = None) -> bool:
+        return self.decide(query, stm, today, nearest)[0]

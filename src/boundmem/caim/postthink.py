@@ -63,6 +63,37 @@ class LocalThinker:
         return out
 
 
+class RawThinker:
+    """Ablation "post-thinking off": each turn is stored as it was said ("User: ... AI: ..."), cut at word
+    boundaries into pieces of at most `max_chars` (a thought holds at most 400), each tagged."""
+
+    name = "raw"
+
+    def __init__(self, tagger, max_chars: int = 400):
+        self.tagger, self.max_chars = tagger, max_chars
+
+    def think(self, turns: Sequence[DialogueTurn], day: date) -> list[ThoughtDraft]:
+        out = []
+        for t in turns:
+            text = " ".join(f"User: {t.query} AI: {t.response}".split())
+            while text:
+                piece = text if len(text) <= self.max_chars else text[: self.max_chars].rsplit(" ", 1)[0]
+                piece = piece or text[: self.max_chars]
+                text = text[len(piece):].strip()
+                out.append(ThoughtDraft(text=piece, tags=tuple(self.tagger.tags(piece, 3)), timestamp=day,
+                                        source_turn_ids=(t.id,)))
+        return out
+
+
+class NoMerger:
+    """Every draft is new (the raw-turn ablation keeps every turn)."""
+
+    name = "none"
+
+    def decide(self, draft: ThoughtDraft, similar: Sequence[Thought]) -> MergeDecision:
+        return MergeDecision(action="new")
+
+
 class LLMThinker:
     name = "llm"
 
@@ -150,12 +181,14 @@ def similar_thoughts(draft: ThoughtDraft, stored: Sequence[Thought]) -> list[Tho
 
 
 def consolidate(tx: CAIMTx, drafts: Sequence[ThoughtDraft], merger: Merger,
-                turns: Sequence[DialogueTurn] = ()) -> dict[str, int]:
-    """Merge drafts into one user's long-term memory inside the caller's transaction; returns counts per action."""
+                turns: Sequence[DialogueTurn] = (), guard: bool = True) -> dict[str, int]:
+    """Merge drafts into one user's long-term memory inside the caller's transaction; returns counts per action.
+    `guard=False` (the raw-turn ablation only) lets verbatim dialogue through."""
     counts = {"new": 0, "duplicate": 0, "contradiction": 0}
     stored = tx.thoughts()
     for d in drafts:
-        d = d.model_copy(update={"text": guard_verbatim(d.text, list(turns))})
+        if guard:
+            d = d.model_copy(update={"text": guard_verbatim(d.text, list(turns))})
         dec = merger.decide(d, similar_thoughts(d, stored))
         counts[dec.action] += 1
         if dec.action == "duplicate":

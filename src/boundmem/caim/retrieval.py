@@ -1,26 +1,36 @@
-"""Memory retrieval: tag + date matching in plain Python, then a relevance filter that may keep nothing.
+"""Memory retrieval: dense candidates over all of a user's thoughts, tags and dates as bounded bonuses, a relevance
+cutoff that never empties a confident dense result.
 
-`match` is CAIM's deterministic step: a thought is a candidate when it shares a tag with the query at
-subcategory level or deeper (sharing only a top-level category such as "Preferences" is too broad to mean
-anything); if none does, category-level sharing is accepted. Score = best overlap (3 attribute, 2 subcategory,
-1 category) + 0.1 per further shared tag. When the query names a time, the candidates are the thoughts whose
-timestamp or source turns fall in the range, ranked by tag score (tags then rank rather than exclude: one day holds
-a handful of thoughts, and "what did we talk about on May 2nd?" names no topic at all); if the range holds no
-thought, the tag matches stand (the user's date may be off).
+Steps (`rank`, shared by `CAIM.retrieve` and the cross-validation of `boundmem bench gvd --cv`, so the figures the
+bench reports come from this exact code):
+1. pool: the `pool` thoughts with the highest cosine to the query (MiniLM), over *all* of the user's thoughts - no
+   tag or date pre-filter, so what plain dense retrieval finds is always a candidate;
+2. score = cosine + `tag_bonus` x tag similarity (0 = no tag shared below category level, 0.5 = same subcategory,
+   1 = same attribute) + `date_bonus` if the thought's day is in the date range the query names. Both bonuses are
+   bounded, so they re-order near ties; they cannot pull an unrelated thought above a close one by more than their
+   size;
+3. relevance filter: a candidate whose score is below `cutoff` is dropped (the filter may return nothing when even
+   the best dense match is far);
+4. a strong dense hit is never lost: the thought with the highest cosine is kept (in the last of the k places if the
+   bonuses pushed it out) whenever its cosine alone clears the cutoff.
+The knobs (`RetrievalParams`) ship with the values leave-users-out cross-validation on GVD chose (see
+`caim.system.DEFAULT_PARAMS`).
+
+`match` is the earlier hard tag/date matching, kept for the ablation "hard filter" and for comparison in tests;
+`CAIM` no longer uses it.
 
 Relevance filters:
-- `EmbeddingRelevance` (local): score = MiniLM cosine(query, thought) + 0.04 x tag score + 0.1 if the thought is
-  in the named date range; kept when score >= threshold, best first, at most k. The bonuses let what CAIM's
-  structure points at (right day, right tag) through when the wording differs; an unrelated thought on an
-  unrelated query still scores below the threshold, so the filter can return nothing.
-- `LLMRelevance`: prompt RELEVANCE in `caim.prompts`; unknown ids are dropped; malformed JSON raises
-  `CAIMLLMError`.
+- `EmbeddingRelevance` (local): the cutoff of step 3 on the bonus-adjusted score.
+- `LLMRelevance`: prompt RELEVANCE in `caim.prompts`, over the soft-ranked pool; unknown ids are dropped; malformed
+  JSON raises `CAIMLLMError`. Step 4 applies to it too.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date
 from typing import Optional, Protocol, Sequence, runtime_checkable
 
+import numpy as np
 from pydantic import BaseModel
 
 from .dates import DateRange
@@ -35,6 +45,43 @@ class Candidate(BaseModel):
     tag_score: float = 0.0
     in_range: bool = False
     score: float = 0.0
+    cos: Optional[float] = None  # dense cosine to the query, when known
+
+
+@dataclass(frozen=True)
+class RetrievalParams:
+    """The tuned knobs of local retrieval and of the controller's near-memory rule (see module docstring)."""
+
+    pool: int = 30  # dense top-N candidates; 0 = all of the user's thoughts
+    tag_bonus: float = 0.05  # x tag similarity in [0, 1]
+    date_bonus: float = 0.1  # when the thought's day is in the named date range
+    cutoff: float = 0.25  # relevance filter on cosine + bonuses; -1 = off
+    near: float = 0.35  # controller: retrieve when the best cosine to a stored thought reaches this
+
+
+def tag_similarity(query_tags: Sequence[str], thought_tags: Sequence[str]) -> float:
+    """0 (nothing shared below the top-level category), 0.5 (same subcategory) or 1 (same attribute)."""
+    best = max((tag_overlap(q, t) for q in query_tags for t in thought_tags), default=0)
+    return max(best - 1, 0) / 2.0
+
+
+def rank(cos: np.ndarray, tag_sim: np.ndarray, in_range: np.ndarray, p: RetrievalParams, k: int,
+         use_filter: bool = True) -> list[tuple[int, float]]:
+    """(thought index, score) best first, at most k: dense pool -> bounded bonuses -> cutoff -> strong hit kept."""
+    n = len(cos)
+    if n == 0 or k <= 0:
+        return []
+    order = np.lexsort((np.arange(n), -cos))
+    pool = order[: p.pool] if p.pool and p.pool > 0 else order
+    score = cos[pool] + p.tag_bonus * tag_sim[pool] + p.date_bonus * in_range[pool]
+    keep = [(int(i), float(s)) for i, s in zip(pool, score) if not use_filter or s >= p.cutoff]
+    keep.sort(key=lambda x: -x[1])  # stable: equal scores stay in dense order
+    top = keep[:k]
+    best = int(order[0])
+    if (not use_filter or cos[best] >= p.cutoff) and all(i != best for i, _ in top):
+        s = float(cos[best] + p.tag_bonus * tag_sim[best] + p.date_bonus * in_range[best])
+        top = top[: k - 1] + [(best, s)]
+    return top
 
 
 def _tag_score(query_tags: Sequence[str], thought_tags: Sequence[str]) -> tuple[int, int]:
@@ -64,20 +111,27 @@ class RelevanceFilter(Protocol):
 
 
 class EmbeddingRelevance:
+    """Keeps candidates whose cosine + bounded tag/date bonuses reach `threshold`, best first, at most k."""
+
     name = "embedding"
 
-    def __init__(self, embedder, threshold: float = 0.25, tag_bonus: float = 0.04, date_bonus: float = 0.1):
+    def __init__(self, embedder, threshold: float = 0.25, tag_bonus: float = 0.05, date_bonus: float = 0.1):
         self.embedder, self.threshold = embedder, threshold
         self.tag_bonus, self.date_bonus = tag_bonus, date_bonus
 
     def filter(self, query: str, candidates: Sequence[Candidate], k: int, today: Optional[date] = None) -> list[Candidate]:
         if not candidates:
             return []
-        q = self.embedder.embed([query])[0]
-        m = self.embedder.embed([c.thought.text for c in candidates])
+        missing = [c for c in candidates if c.cos is None]
+        if missing:
+            q = self.embedder.embed([query])[0]
+            m = self.embedder.embed([c.thought.text for c in missing]) @ q
+            got = {id(c): float(v) for c, v in zip(missing, m)}
         out = []
-        for c, cos in zip(candidates, m @ q):
-            s = float(cos) + self.tag_bonus * c.tag_score + (self.date_bonus if c.in_range else 0.0)
+        for c in candidates:
+            cos = c.cos if c.cos is not None else got[id(c)]
+            tsim = min(max(int(c.tag_score) - 1, 0) / 2.0, 1.0)
+            s = float(cos) + self.tag_bonus * tsim + (self.date_bonus if c.in_range else 0.0)
             if s < self.threshold:
                 continue
             out.append(c.model_copy(update={"score": s}))

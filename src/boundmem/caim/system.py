@@ -7,25 +7,35 @@ constructor takes the bench's arguments (embedder, llm, db, controller, relevanc
 - `llm` (duck-typed: `complete(messages, json_mode=True) -> str`): the LLM parts, each wrapped in
   `caim.fallback.Fallback` with its local counterpart (on_llm_error="fallback", failures counted in
   `llm_failures`), or bare (on_llm_error="raise": `CAIMLLMError` reaches the caller and nothing is stored).
-- `controller=False` always retrieves; `relevance_filter=False` ranks tag/date candidates by cosine without a
-  threshold (the two ablations of the bench).
+- retrieval (`caim.retrieval.rank`): dense top-N over all the user's thoughts, tags and dates as bounded bonuses,
+  a relevance cutoff that never drops the dense best when its cosine clears the cutoff; the controller
+  (`caim.controller.GatedController`) also retrieves for advice requests and for queries near a stored thought.
+  The knobs are `params` (`RetrievalParams`) and `tag_margin`; the defaults are the leave-users-out
+  cross-validated choice of `boundmem bench gvd --cv` (DEFAULT_PARAMS below says which run).
+- ablations (the bench's CAIM variants): `controller=False` always retrieves; `tags=False` / `dates=False` drop the
+  tag / date bonus; `relevance_filter=False` keeps the top k without a cutoff; `postthink=False` stores the raw
+  turns (cut into <= 400-character pieces) instead of thoughts.
 - `parts=CAIMParts(...)` replaces any part outright (tests, other models).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import date
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
 
 from .base import DialogueTurn, MemoryItem, RetrievalResult, StorageStats
-from .controller import Controller, LLMController, RuleController
-from .dates import parse_date_range
+from .controller import Controller, GatedController, LLMController, RuleController
+from .dates import DateRange, parse_date_range
 from .fallback import Fallback, FailureCount
 from .models import Thought, turn_id
 from .ontology import Ontology, builtin_ontology
-from .postthink import LLMMerger, LLMThinker, LocalMerger, LocalThinker, Merger, Thinker, consolidate
-from .retrieval import EmbeddingRelevance, LLMRelevance, RelevanceFilter, match
+from .postthink import (LLMMerger, LLMThinker, LocalMerger, LocalThinker, Merger, NoMerger, RawThinker, Thinker,
+                        consolidate)
+from .retrieval import (Candidate, EmbeddingRelevance, LLMRelevance, RelevanceFilter, RetrievalParams, rank,
+                        tag_similarity)
 from .store import CAIMStore
 from .tags import EmbeddingTagger, LexiconTagger, LLMTagger, Tagger
 
@@ -39,21 +49,57 @@ class CAIMParts:
     merger: Optional[Merger] = None
 
 
-# cosine below which a candidate is "not relevant": MiniLM puts unrelated short sentences at about 0.0-0.2; the
-# hashing embedder shares only literal words, so related texts already score low
-RELEVANCE_THRESHOLDS = {"minilm": 0.25, "hash": 0.05}
+# The knobs per embedder. MiniLM: chosen by 5-fold leave-users-out cross-validation on GVD's 10 gold users
+# (`boundmem bench gvd --cv`, see README "GVD"): CV_CHOICE_NOTE says which run. The hashing embedder (tests and
+# harness checks only) shares only literal words, so its cosines are small; its values are set by hand, not tuned.
+DEFAULT_PARAMS = {
+    "minilm": RetrievalParams(pool=30, tag_bonus=0.05, date_bonus=0.1, cutoff=0.25, near=0.35),
+    "hash": RetrievalParams(pool=0, tag_bonus=0.05, date_bonus=0.1, cutoff=0.05, near=0.3),
+}
+DEFAULT_TAG_MARGIN = 0.12  # EmbeddingTagger: tags within this of the best one (about two per thought)
+CV_CHOICE_NOTE = "not yet cross-validated"
+# kept for callers of the earlier API
+RELEVANCE_THRESHOLDS = {k: v.cutoff for k, v in DEFAULT_PARAMS.items()}
 
 
-def local_parts(ontology: Ontology, embedder=None, relevance_filter: bool = True) -> CAIMParts:
+def default_params(embedder: Any) -> RetrievalParams:
+    return DEFAULT_PARAMS.get(getattr(embedder, "name", ""), DEFAULT_PARAMS["minilm"])
+
+
+def local_parts(ontology: Ontology, embedder=None, relevance_filter: bool = True,
+                tag_margin: float = DEFAULT_TAG_MARGIN, params: Optional[RetrievalParams] = None) -> CAIMParts:
     if embedder is None:
         from ..retrieve.embed import HashEmbedder
 
         embedder = HashEmbedder()
     # hashed words carry no meaning to compare with tag descriptions: keywords tag better
-    tagger = LexiconTagger(ontology) if embedder.name == "hash" else EmbeddingTagger(ontology, embedder)
-    threshold = RELEVANCE_THRESHOLDS.get(getattr(embedder, "name", ""), 0.25)
-    relevance = EmbeddingRelevance(embedder, threshold=threshold if relevance_filter else -1.0)
+    tagger = (LexiconTagger(ontology) if embedder.name == "hash"
+              else EmbeddingTagger(ontology, embedder, margin=tag_margin))
+    p = params or default_params(embedder)
+    relevance = EmbeddingRelevance(embedder, threshold=p.cutoff if relevance_filter else -1.0,
+                                   tag_bonus=p.tag_bonus, date_bonus=p.date_bonus)
     return CAIMParts(RuleController(embedder=None), tagger, relevance, LocalThinker(tagger), LocalMerger(embedder))
+
+
+@dataclass
+class QueryContext:
+    """Everything retrieval needs about one query, computed once (the bench's cross-validation re-ranks it under
+    many parameter settings without embedding anything again)."""
+
+    user: str
+    query: str
+    today: date
+    thoughts: list[Thought]
+    cos: np.ndarray  # cosine query . thought, one per thought
+    tags: list[str]
+    when: Optional[DateRange]
+    tag_sim: np.ndarray
+    in_range: np.ndarray
+    stm: list[DialogueTurn] = field(default_factory=list)
+
+    @property
+    def nearest(self) -> Optional[float]:
+        return float(self.cos.max()) if len(self.cos) else None
 
 
 def llm_parts(client, ontology: Ontology, relevance_filter: bool = True) -> CAIMParts:
@@ -65,17 +111,27 @@ class CAIM:
     name = "caim"
 
     def __init__(self, embedder: Any = None, llm: Any = None, db: Union[str, Path] = ":memory:",
-                 controller: bool = True, relevance_filter: bool = True, *, ontology: Optional[Ontology] = None,
+                 controller: bool = True, relevance_filter: bool = True, *, tags: bool = True, dates: bool = True,
+                 postthink: bool = True, params: Optional[RetrievalParams] = None,
+                 tag_margin: float = DEFAULT_TAG_MARGIN, ontology: Optional[Ontology] = None,
                  on_llm_error: str = "fallback", parts: Optional[CAIMParts] = None,
                  store: Optional[CAIMStore] = None):
         if on_llm_error not in ("fallback", "raise"):
             raise ValueError(f"on_llm_error must be 'fallback' or 'raise', not {on_llm_error!r}")
+        if embedder is None:
+            from ..retrieve.embed import HashEmbedder
+
+            embedder = HashEmbedder()
+        self.embedder = embedder
+        self.params = params or default_params(embedder)
         self.ontology = ontology or builtin_ontology()
         self.store = store or CAIMStore(db)
-        self.use_controller = controller
+        self.use_controller, self.use_filter = controller, relevance_filter
+        self.use_tags, self.use_dates, self.use_postthink = tags, dates, postthink
         self._failures = FailureCount()
         self._stats: dict[str, dict[str, int]] = {}
-        local = local_parts(self.ontology, embedder, relevance_filter)
+        self._matrices: dict[str, tuple[tuple, np.ndarray]] = {}
+        local = local_parts(self.ontology, embedder, relevance_filter, tag_margin, self.params)
         chosen = local
         if llm is not None:
             remote = llm_parts(llm, self.ontology, relevance_filter)
@@ -93,6 +149,9 @@ class CAIM:
             chosen = replace(chosen, **{k: v for k, v in vars(parts).items() if v is not None})
         self.controller, self.tagger, self.relevance = chosen.controller, chosen.tagger, chosen.relevance
         self.thinker, self.merger = chosen.thinker, chosen.merger
+        if not postthink:  # ablation: long-term memory holds the raw turns
+            self.thinker, self.merger = RawThinker(self.tagger), NoMerger()
+        self.gate = GatedController(self.controller, near=self.params.near)
 
     def stats(self, user: str) -> dict[str, int]:
         """Organisation steps in this process: duplicates merged into a stored thought, and stored thoughts
@@ -126,7 +185,7 @@ class CAIM:
             days.setdefault(d, []).append(t)
         drafts = [x for d, turns in days.items() for x in self.thinker.think(turns, d)]  # LLM calls outside the lock
         with self.store.tx(user) as tx:
-            counts = consolidate(tx, drafts, self.merger, [t for _, t in stm])
+            counts = consolidate(tx, drafts, self.merger, [t for _, t in stm], guard=self.use_postthink)
             tx.clear_stm()
         acc = self._stats.setdefault(user, {"merged": 0, "forgotten": 0})
         acc["merged"] += counts["duplicate"]
@@ -140,18 +199,75 @@ class CAIM:
         self.end_session(user)
 
     # --- retrieval ------------------------------------------------------------------------------------
-    def retrieve(self, user: str, query: str, today: date, k: int = 5) -> RetrievalResult:
+    def _matrix(self, user: str, thoughts: Sequence[Thought]) -> np.ndarray:
+        """The user's thought vectors, kept while the thoughts are unchanged (the controller's near-memory test
+        and retrieval then cost one query embedding)."""
+        sig = tuple((t.id, t.updated_at) for t in thoughts)
+        hit = self._matrices.get(user)
+        if hit is not None and hit[0] == sig:
+            return hit[1]
+        m = (np.asarray(self.embedder.embed([t.text for t in thoughts]), dtype=np.float32) if thoughts
+             else np.zeros((0, 1), np.float32))
+        self._matrices[user] = (sig, m)
+        return m
+
+    def prepare(self, user: str, query: str, today: date, with_tags: bool = True) -> QueryContext:
+        """Query vector against the user's thoughts, the named date range and (unless `with_tags=False`, then
+        `add_tags` later) the query's tags."""
         stm = [t for _, t in self.store.stm(user)]
-        if self.use_controller and not self.controller.needs_memory(query, stm, today):
-            return RetrievalResult(retrieved=False)
         thoughts = self.store.thoughts(user)
-        if not thoughts:
-            return RetrievalResult(retrieved=True)
-        tags = self.tagger.tags(query, 3)
-        when = parse_date_range(query, today)
-        cands = match(thoughts, tags, when)
-        kept = self.relevance.filter(query, cands, k, today)
-        return RetrievalResult(retrieved=True, items=[_item(c.thought, c.score) for c in kept])
+        n = len(thoughts)
+        if n:
+            q = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
+            cos = self._matrix(user, thoughts) @ q
+        else:
+            cos = np.zeros(0, np.float32)
+        when = parse_date_range(query, today) if self.use_dates else None
+        in_range = (np.array([1.0 if any(d in when for d in t.days()) else 0.0 for t in thoughts], np.float32)
+                    if when is not None else np.zeros(n, np.float32))
+        ctx = QueryContext(user=user, query=query, today=today, thoughts=thoughts, cos=cos, tags=[], when=when,
+                           tag_sim=np.zeros(n, np.float32), in_range=in_range, stm=stm)
+        return self.add_tags(ctx) if with_tags else ctx
+
+    def add_tags(self, ctx: QueryContext) -> QueryContext:
+        """The query's tags (an LLM call with an LLM tagger: done only once the controller said yes)."""
+        if self.use_tags and ctx.thoughts:
+            ctx.tags = self.tagger.tags(ctx.query, 3)
+            if ctx.tags:
+                ctx.tag_sim = np.array([tag_similarity(ctx.tags, t.tags) for t in ctx.thoughts], np.float32)
+        return ctx
+
+    def decide(self, ctx: QueryContext, params: Optional[RetrievalParams] = None) -> tuple[bool, str]:
+        """The memory controller's decision and its reason (always retrieve when the controller is off)."""
+        if not self.use_controller:
+            return True, "controller off"
+        gate = self.gate if params is None else GatedController(self.controller, near=params.near)
+        return gate.decide(ctx.query, ctx.stm, ctx.today, ctx.nearest)
+
+    def rank(self, ctx: QueryContext, k: int, params: Optional[RetrievalParams] = None) -> list[MemoryItem]:
+        p = params or self.params
+        if not ctx.thoughts:
+            return []
+        if isinstance(self.relevance, EmbeddingRelevance):
+            top = rank(ctx.cos, ctx.tag_sim, ctx.in_range, p, k, use_filter=self.use_filter)
+            return [_item(ctx.thoughts[i], s) for i, s in top]
+        # another relevance filter (the LLM): it sees the soft-ranked pool; the strong dense hit is kept after it
+        pool = rank(ctx.cos, ctx.tag_sim, ctx.in_range, p, max(p.pool or len(ctx.thoughts), k), use_filter=False)
+        cands = [Candidate(thought=ctx.thoughts[i], tag_score=1 + 2 * float(ctx.tag_sim[i]),
+                           in_range=bool(ctx.in_range[i]), score=s, cos=float(ctx.cos[i])) for i, s in pool]
+        kept = list(self.relevance.filter(ctx.query, cands, k, ctx.today))[:k] if self.use_filter else cands[:k]
+        best = int(np.argmax(ctx.cos))
+        if ctx.cos[best] >= p.cutoff and all(c.thought.id != ctx.thoughts[best].id for c in kept):
+            strong = next(c for c in cands if c.thought.id == ctx.thoughts[best].id)
+            kept = kept[: k - 1] + [strong]
+        return [_item(c.thought, c.score) for c in kept]
+
+    def retrieve(self, user: str, query: str, today: date, k: int = 5) -> RetrievalResult:
+        ctx = self.prepare(user, query, today, with_tags=False)
+        ok, _ = self.decide(ctx)
+        if not ok:
+            return RetrievalResult(retrieved=False)
+        return RetrievalResult(retrieved=True, items=self.rank(self.add_tags(ctx), k))
 
     # --- inspection -----------------------------------------------------------------------------------
     def thoughts(self, user: str) -> list[Thought]:
