@@ -89,6 +89,8 @@ class Memory:
                 new = d.candidate
                 vec = vec_of[new]
                 cause = f"{d.action} from {cause_base}: {d.reason}".strip()
+                if c.cue and d.action != "pass":
+                    cause += f" (lasting: {c.cue!r})"
                 try:
                     if d.action in ("insert", "append"):
                         p = tx.insert(c.path, new.attribute, new.sentence, vec, conversation_id, cause)

@@ -40,6 +40,7 @@ class Candidate(BaseModel):
     attribute: str = Field(min_length=1)
     sentence: str = ""
     confidence: float = 1.0
+    cue: str = Field(default="", description="The words that marked the statement as lasting (recorded in the audit cause).")
 
 
 class Preference(BaseModel):

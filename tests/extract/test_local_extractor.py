@@ -136,12 +136,13 @@ def test_zero_shot_on_a_schema_it_was_never_trained_for(extractor):
     assert extractor.extract(said("My favourite shows are crime series, I love them."), no_tv) == []
 
 
-def test_at_most_two_candidates_and_batch_equals_single(extractor, schema):
+def test_at_most_max_candidates_and_batch_equals_single(extractor, schema):
     c = conv(("user", "I'm vegan, find me somewhere to eat."), ("assistant", "Sure."),
              ("user", "And I always pay by card."), ("assistant", "Noted."),
-             ("user", "Also I love jazz, I always listen to it."), ("assistant", "Playing jazz."))
+             ("user", "Also I love jazz, I always listen to it."), ("assistant", "Playing jazz."),
+             ("user", "I always fill up at PetroLux, it's my station."), ("assistant", "Noted."))
     one = extractor.extract(c, schema)
-    assert 1 <= len(one) <= 2
+    assert 1 <= len(one) <= extractor.max_candidates == 3
     assert len({x.path for x in one}) == len(one)
     others = [said("Call my wife"), said("I always fill up at PetroLux.")]
     assert extractor.extract_many([c, *others], schema) == [one, *(extractor.extract(o, schema) for o in others)]

@@ -67,32 +67,23 @@ class NoEmbedding:
         raise AssertionError(f"embedded {texts!r}")
 
 
-def old_zero_shot(ex: LocalExtractor, c: Conversation, schema):
-    """The zero-shot path as it was before the skip: every user turn embedded, uncued ones with an infinite floor."""
-    index = ex._index(schema)
-    texts = [t for _, t in c.user_sentences()]
-    X = ex.embedder.embed(texts)
-    S = index.category_scores(X) + ex.zero_shot.vocab_boost * np.array([index.vocab.hits(t) for t in texts], np.float32)
-    scored = [_Scored(j, j, int(S[j].argmax()), float(S[j].max()), ex.zero_shot.first if states_preference(t) else np.inf)
-              for j, t in enumerate(texts)]
-    return [ex._candidate(index, texts[s.turn], X[s.row], s) for s in ex._decide(scored, ex.zero_shot.further)]
-
-
-def test_zero_shot_skips_uncued_turns_without_changing_results(hash_embedder):
+def test_zero_shot_without_a_lasting_model_skips_uncued_turns(hash_embedder):
+    """With no lasting model for the embedder (a hash embedder here), an uncued turn can never be picked on a
+    zero-shot schema, so it is never embedded; cued ones still yield candidates."""
     home = load_yaml(HOME)
     convs = [
         conv("I like the lamps in a warm white tone.", "Set the lamps in a warm white tone."),
         conv("Set the rooms at 20 degrees.", "I prefer the rooms at 20 degrees.", "Thanks!"),
         conv("I always want blue light in the evening.", "I like it warm, 22 degrees."),
         conv("Turn on the lights.", "Make it warmer."),
-        conv("I prefer the rooms at 20 degrees.", "I prefer the rooms at 20 degrees, like it warm."),
     ]
     rec = Recording(hash_embedder)
     ex = LocalExtractor(rec)
+    assert ex.lasting is None                                       # trained on MiniLM vectors: not for this embedder
     assert ex.head is not None and not ex.head.covers(home, rec.name, rec.dim)   # the zero-shot path
     got = ex.extract_many(convs, home)
-    assert got == [old_zero_shot(LocalExtractor(hash_embedder), c, home) for c in convs]
-    assert sum(map(len, got)) >= 4                                  # not trivially empty
+    assert got[3] == []                                             # commands only: nothing
+    assert sum(map(len, got)) >= 3                                  # not trivially empty
     turns = [t for c in convs for _, t in c.user_sentences()]
     embedded = set(rec.texts) & set(turns)
     assert embedded == {t for t in turns if states_preference(t)}   # uncued turns were never embedded

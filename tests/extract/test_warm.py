@@ -32,7 +32,8 @@ def test_after_warm_a_call_embeds_only_the_users_turns(schema):
     found = ex.extract(CONV, schema)
     assert found, "the conversation states preferences"
     embedded = [t for c in emb.calls for t in c]
-    assert set(embedded) <= {t.text for t in CONV.turns if t.role == "user"}
+    said = [t.text for t in CONV.turns if t.role == "user"]
+    assert embedded and all(any(e in t for t in said) for e in embedded)   # the user's words (whole turns or clauses)
 
 
 def test_without_warm_the_first_call_pays_for_the_schema(schema):

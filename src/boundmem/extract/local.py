@@ -29,11 +29,23 @@ Per conversation the best qualifying turn must clear `first`; any other must cle
 higher `further`, so a conversation yields at most `max_candidates` preferences. A turn whose
 best category is not in the user's schema uses up its rank and yields nothing.
 
-The attribute is the category's vocabulary item named in the sentence, else the nearest one by
-embedding if close enough, else a short phrase cut from the sentence; `sentence` is the user turn.
+Turns are read as clauses (`speech.py`: wake words and fillers stripped, cut where a new
+first-person statement or a general rule starts), so "that one then; as a rule I avoid highways"
+and "I'm vegan and I always pay by card" are judged part by part; a turn that is mostly not English
+is not read. Whether a clause is a lasting preference *of the speaker* is decided apart from its
+category, by the lasting model (`lasting.py`: durability and ownership cues plus the embedding);
+a clause below its threshold yields nothing, whatever its category score.
+
+The attribute is taken only from the user's words: the category's vocabulary items named in the
+clause (several in a multi-preference category: "jazz and classical"), else the nearest item by
+embedding if very close, else the words after the preference cue; with none of these the
+candidate is dropped rather than given an invented value. A clause that states a dislike is
+stored as "not <value>" (never as the value itself). `sentence` is the user turn; `cue` names
+the words that made it lasting.
 """
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -42,52 +54,76 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..models import Candidate, Conversation
-from ..schema.model import Schema
+from ..schema.model import DetailRef, Schema
 from .category_index import CategoryIndex, fingerprint
 from .head import TrainedHead, bundled_head
-from .phrasing import short_phrase, states_preference
+from .lasting import LastingModel, bundled_lasting, cue_of
+from .phrasing import grounded_phrase, states_preference
+from .speech import clauses, is_english, strip_speech
 from .turn_gate import TurnGate, bundled_gate
-from .vocabulary import literal_attribute
+from .vocabulary import literal_attributes
 
 _UNSET = object()
-GATE_BY_DEFAULT = True
 
 
 @dataclass(frozen=True)
 class ZeroShotRule:
     """Thresholds for schemas without a trained head (cosine scale)."""
 
-    first: float = 0.42
-    further: float = 0.62
+    first: float = 0.30
+    further: float = 0.30
     vocab_boost: float = 0.15
-    attribute_min: float = 0.55   # nearest vocabulary item is used only this close, else a phrase
+    attribute_min: float = 0.55   # nearest vocabulary item is used only this close, else the user's own words
+    lasting: float = 0.35         # the lasting model's probability a clause needs on a schema it was not trained for
+
+
+@dataclass
+class _Unit:
+    """One piece of a user turn that is judged on its own: the whole turn, or one of its clauses."""
+
+    conv: int
+    text: str        # what is embedded and scored
+    turn: str        # the user turn it came from (the candidate's provenance)
+    whole: bool      # the whole turn (True) or one clause of a multi-clause turn
 
 
 @dataclass
 class _Scored:
-    turn: int          # index into the batch's user turns
-    row: int           # index into the batch's embeddings (only turns that passed the gate are embedded)
+    turn: int          # index into the batch's units
+    row: int           # index into the batch's embeddings (only units that passed the gate are embedded)
     category: Optional[int]   # index into index.refs; None = best category is not in this schema
     score: float
-    floor: float       # the score this turn needs to be picked at all
+    floor: float       # the score this unit needs to be picked at all
+    lasting: float = 1.0
 
 
 class LocalExtractor:
     """`head`: a TrainedHead, None for zero-shot only, or (default) the bundled in-car head.
     `common_weight`: weight of common-word vocabulary hits relative to proper names (cued turns).
     `gate`: a TurnGate for the head's turns, None to embed every turn, or (default) the bundled
-    gate when the head is the bundled one."""
+    gate when the head is the bundled one.
+    `lasting`: a LastingModel, None to judge by category score alone, or (default) the bundled one."""
 
     def __init__(self, embedder, head: Optional[TrainedHead] | object = _UNSET, zero_shot: ZeroShotRule = ZeroShotRule(),
-                 max_candidates: int = 2, cache_size: int = 32, common_weight: float = 0.5,
-                 gate: Optional[TurnGate] | object = _UNSET):
+                 max_candidates: int = 3, cache_size: int = 32, common_weight: float = 0.5,
+                 gate: Optional[TurnGate] | object = _UNSET, lasting: Optional[LastingModel] | object = _UNSET,
+                 implied_min: float = 0.6, attribute_min: float = 0.45):
         self.embedder = embedder
+        self.implied_min = implied_min     # trained head: a category this sure may take its closest vocabulary item
+        self.attribute_min = attribute_min  # trained head: nearest vocabulary item accepted this close
         self.head = bundled_head() if head is _UNSET else head
         if gate is _UNSET:   # the bundled gate was distilled from the bundled head: only with it
-            gate = bundled_gate() if head is _UNSET and GATE_BY_DEFAULT else None
+            gate = bundled_gate() if head is _UNSET else None
         if gate is not None and not gate.fits(self.head):
             raise ValueError("the turn gate was trained for another head (its vocabulary features would not line up)")
         self.gate: Optional[TurnGate] = gate
+        if lasting is _UNSET:
+            lasting = bundled_lasting()
+            if lasting is not None and not lasting.fits(getattr(embedder, "name", ""), embedder.dim):
+                lasting = None   # trained on MiniLM vectors; another embedder is judged by category score alone
+        elif lasting is not None and not lasting.fits(getattr(embedder, "name", ""), embedder.dim):
+            raise ValueError(f"the lasting model was trained on {lasting.embedder!r} vectors of dimension {lasting.dim}")
+        self.lasting: Optional[LastingModel] = lasting
         self.zero_shot = zero_shot
         self.max_candidates = max_candidates
         self.common_weight = common_weight
@@ -111,16 +147,16 @@ class LocalExtractor:
         if not any(True for _ in schema.details()):
             return [[] for _ in conversations]
         index = self._index(schema)
-        turns = [[t for _, t in c.user_sentences()] for c in conversations]
-        flat = [t for ts in turns for t in ts]
-        owner = [ci for ci, ts in enumerate(turns) for _ in ts]
+        units = _units(conversations)
+        flat = [u.text for u in units]
         use_head = self._uses_head(schema, index)
         if use_head:
             cued, hits, all_hits = self._cues_and_hits(flat, index)
             keep = self._gate_mask(flat, cued, hits, all_hits)
         else:
             cued = [states_preference(t) for t in flat]
-            keep = np.array(cued, bool)   # zero-shot: an uncued turn has an infinite floor, never picked
+            # without a lasting model, an uncued clause can never be picked on a zero-shot schema: not embedded
+            keep = np.ones(len(flat), bool) if self.lasting is not None else np.array(cued, bool)
         rows = np.flatnonzero(keep)
         texts = [flat[j] for j in rows]
         X = self.embedder.embed(texts) if texts else np.zeros((0, self.embedder.dim), np.float32)
@@ -128,12 +164,28 @@ class LocalExtractor:
             scored = self._score_head(X, rows, [cued[j] for j in rows], hits[rows], index)
         else:
             scored = self._score_zero_shot(X, rows, texts, index)
+        threshold = self._lasting_threshold(use_head)
+        if self.lasting is not None and scored:
+            probs = (self.lasting.probabilities if use_head else self.lasting.zero_shot_probabilities)(texts, X)
+            for s in scored:
+                s.lasting = float(probs[s.row])
         rule = self.head.thresholds if use_head else self.zero_shot
         per: list[list[_Scored]] = [[] for _ in conversations]
         for s in scored:
-            per[owner[s.turn]].append(s)
-        return [[self._candidate(index, flat[s.turn], X[s.row], s) for s in self._decide(ss, rule.further)]
-                for ss in per]
+            if s.lasting >= threshold:
+                per[units[s.turn].conv].append(s)
+        out = []
+        for ss in per:
+            cands: list[Candidate] = []
+            for s in self._decide(ss, rule.further, units):
+                cands.extend(self._candidates(index, units[s.turn], X[s.row], s, use_head))
+            out.append(cands[: self.max_candidates])
+        return out
+
+    def _lasting_threshold(self, use_head: bool) -> float:
+        if self.lasting is None:
+            return -np.inf
+        return self.lasting.threshold if use_head else self.zero_shot.lasting
 
     # --- scoring ------------------------------------------------------------------------
     def _uses_head(self, schema: Schema, index: CategoryIndex) -> bool:
@@ -146,7 +198,7 @@ class LocalExtractor:
         return memo[1]
 
     def _gate_mask(self, texts: list[str], cued: list[bool], hits: np.ndarray, all_hits: np.ndarray) -> np.ndarray:
-        """Head path: which turns get embedded and scored (all of them without a gate)."""
+        """Head path: which units get embedded and scored (all of them without a gate)."""
         if self.gate is None:
             return np.ones(len(texts), bool)
         return self.gate.passes(texts, cued, hits, all_hits)
@@ -193,34 +245,62 @@ class LocalExtractor:
             out.append(_Scored(int(rows[j]), j, k, float(S[j, k]), self.zero_shot.first))
         return out
 
-    def _decide(self, scored: list[_Scored], further: float) -> list[_Scored]:
+    def _decide(self, scored: list[_Scored], further: float, units: list[_Unit]) -> list[_Scored]:
+        """The units that yield candidates, best first, one per category. The best unit needs its floor;
+        units of other turns need `further` too (a conversation rarely states two lasting preferences in
+        different turns), clauses of the same turn only their floor ("I'm vegan and I pay by card").
+        A clause replaces the whole turn it came from when both land on one category: its words are
+        the more precise source of the value."""
         picks: list[_Scored] = []
-        seen: set[int] = set()
-        qualified = 0   # turns that cleared their floor, including ones whose category is not allowed
-        for s in sorted(scored, key=lambda s: -s.score):
+        at: dict[int, int] = {}   # category -> index in picks
+        first_turn: Optional[str] = None
+        for s in sorted(scored, key=lambda s: (-s.score, units[s.turn].whole)):
+            u = units[s.turn]
+            need = s.floor if first_turn is None or u.turn == first_turn else max(s.floor, further)
+            if s.score < need:
+                continue
+            if first_turn is None:
+                first_turn = u.turn
+            if s.category is None:
+                continue
+            if s.category in at:
+                prev = picks[at[s.category]]
+                if units[prev.turn].whole and not u.whole and units[prev.turn].turn == u.turn:
+                    picks[at[s.category]] = s
+                continue
             if len(picks) >= self.max_candidates:
-                break
-            if s.score < (s.floor if qualified == 0 else max(s.floor, further)):
                 continue
-            qualified += 1
-            if s.category is None or s.category in seen:
-                continue
-            seen.add(s.category)
+            at[s.category] = len(picks)
             picks.append(s)
         return picks
 
     # --- attribute ----------------------------------------------------------------------
-    def _candidate(self, index: CategoryIndex, sentence: str, x: np.ndarray, s: _Scored) -> Candidate:
+    def _candidates(self, index: CategoryIndex, unit: _Unit, x: np.ndarray, s: _Scored, use_head: bool) -> list[Candidate]:
+        """The candidates one picked unit yields: one per value it names (several only in a
+        multi-preference category), none if no value can be grounded in the user's words."""
         ref = index.refs[s.category]
         attrs = ref.detail.attributes
-        value = literal_attribute(sentence, attrs) if attrs else None
-        if value is None and attrs:
+        values = literal_attributes(unit.text, attrs) if attrs else []
+        if not ref.detail.multiple:
+            values = values[:1]
+        if not values and attrs:
             near, sim = index.nearest_attribute(x, s.category)
-            if near is not None and sim >= self.zero_shot.attribute_min:
-                value = near
-        if value is None:
-            value = short_phrase(sentence)
-        return Candidate(path=ref.path, attribute=value, sentence=sentence, confidence=round(min(1.0, s.score), 4))
+            if near is not None and sim >= (self.attribute_min if use_head else self.zero_shot.attribute_min):
+                values = [near]
+        if not values:
+            phrase = grounded_phrase(unit.text)
+            values = [phrase] if phrase else []
+        if not values and attrs and use_head and s.score >= self.implied_min:
+            # a confident category whose value the user implied without naming it ("route with least
+            # traffic" -> Low): the closest vocabulary item, never words cut from the request
+            values = [index.nearest_attribute(x, s.category)[0]]
+        cue = cue_of(unit.text)
+        out = []
+        for v in values:
+            v = _negate(v, attrs) if _dislikes(unit.text, ref, v) else v
+            out.append(Candidate(path=ref.path, attribute=v, sentence=unit.turn, confidence=round(min(1.0, s.score), 4),
+                                 cue=cue))
+        return out
 
     # --- per-schema cache ---------------------------------------------------------------
     def _index(self, schema: Schema) -> CategoryIndex:
@@ -244,3 +324,65 @@ class LocalExtractor:
                 self._by_id.clear()
             self._by_id[id(schema)] = (schema, idx)
         return idx
+
+
+def _units(conversations: Sequence[Conversation]) -> list[_Unit]:
+    """Every English user turn as a whole, plus its clauses when it has more than one."""
+    out: list[_Unit] = []
+    for ci, c in enumerate(conversations):
+        for _, turn in c.user_sentences():
+            if not turn.strip() or not is_english(turn):
+                continue
+            parts = clauses(turn)
+            if not parts:
+                continue
+            # the whole turn as said (punctuation kept: the head and the gate were trained on whole turns)
+            out.append(_Unit(ci, strip_speech(turn), turn, True))
+            if len(parts) > 1:
+                out.extend(_Unit(ci, p, turn, False) for p in parts)
+    return out
+
+
+_NEG_BEFORE = re.compile(
+    r"\b(?:hate|dislike|detest|loathe|despise|can't stand|cannot stand|can't bear|don't like|do not like|don't enjoy|"
+    r"do not enjoy|don't want|do not want|don't do|never|no more|not a fan|not into|sick of|tired of|done with|"
+    r"opposed to|allergic to|intolerant|stay away from|steer clear of|keep me away from|won't|will not|refuse|"
+    r"don't eat|do not eat|don't drink|can't eat|not for me|bores? me|skip)\b", re.I)
+_NOT_NEGATIVE = re.compile(r"\b(?:don't mind|do not mind|never mind|wouldn't mind|not bother|never (?:\w+ )?(?:anywhere|anything|anyone) "
+                           r"(?:but|except|other than)|can't get enough|can't go wrong|never miss|never skip|never without|"
+                           r"never fails?|no matter)\b", re.I)
+_AVOIDANCE = re.compile(r"\b(?:avoid|avoidance|allerg|intoleran|restriction)", re.I)
+
+
+_BREAK = re.compile(r"[,;:.!?]|\s(?:so|but|and|because|since|though|although|while|whereas)\s", re.I)
+
+
+def _dislikes(text: str, ref: DetailRef, value: str) -> bool:
+    """Whether the clause turns against `value`. Where the value is named, the negation must come before
+    it in the same stretch of words ("I'm vegetarian, so never suggest steakhouses" turns against
+    steakhouses, not against vegetarian). In a category that itself records what to avoid ("Avoidance
+    of specific road types", allergies) avoiding is the preference, not its opposite."""
+    if _NOT_NEGATIVE.search(text) or not _NEG_BEFORE.search(text):
+        return False
+    about = f"{ref.detail.name} {ref.detail.description or ''}"
+    if _AVOIDANCE.search(about):
+        return False
+    m = re.search(r"(?<![0-9a-z])" + re.escape(value.split("(")[0].strip().lower()) + r"(?![0-9a-z])", text.lower())
+    if not m:
+        return True
+    before = text[: m.start()]
+    last = None
+    for last in _NEG_BEFORE.finditer(before):
+        pass
+    if last is None:   # negation only after the value: "jazz? no, never" is too loose to read; the value is not negated
+        return False
+    return not _BREAK.search(before[last.end():])
+
+
+def _negate(value: str, attributes: Sequence[str]) -> str:
+    """A disliked value: the category's "No ..." item for a Yes-item, else "not <value>"."""
+    if value.strip().lower() == "yes":
+        no = next((a for a in attributes if a.lower().startswith(("no ", "no(", "indifferent")) or a.lower() == "no"), None)
+        if no:
+            return no
+    return f"not {value}"

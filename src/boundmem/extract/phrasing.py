@@ -17,7 +17,11 @@ _CUE = re.compile(
 _LEAD = re.compile(
     r"^.*?\b(?:prefer(?:ably)?|like|love|enjoy|favou?rite(?: \w+)? (?:is|are)|fan of|go-to(?: \w+)? is|"
     r"always (?:go (?:to|for|with)|use|choose|pick|want|get|listen to|have)|usually (?:go (?:to|for|with)|use|choose|pick|"
-    r"want|get|listen to|have)|avoid|can't stand|hate|dislike|rather have|rather)\s+", re.I)
+    r"want|get|listen to|have)|avoid|can't stand|hate|dislike|rather have|rather|don't like|do not like|not a fan of|"
+    r"stay away from|steer clear of|never (?:book|put|take|play|give|suggest)(?: me)?(?: on| with| to| any)?|"
+    r"only (?:fly|book|stay (?:at|in|with)|use|eat|drink|listen to|take)|stick (?:to|with)|go for|swear by|"
+    r"(?:always|usually) (?:book|fly|take|stay (?:at|in)|eat|order|drink)|i'm (?:a |an )?(?:big |huge )?fan of|"
+    r"i'm into|i am into|crazy about|can't get enough of|nothing beats)\s+", re.I)
 _STOP = re.compile(r"[,.;:!?]|\s(?:and|but|so|because|since|when|while|if|please|can you|could you|for me)\s", re.I)
 
 
@@ -36,3 +40,28 @@ def short_phrase(sentence: str, max_words: int = 6) -> str:
     words = rest.split()[:max_words]
     phrase = " ".join(words).strip(" '\"")
     return phrase or " ".join(s.split()[:max_words])
+
+
+_QUESTIONY = re.compile(r"^(?:what|who|where|when|why|how|which|is|are|do|does|can|could|will|would)\b", re.I)
+_EMPTY = frozenset("it that this them those these one ones some any something anything stuff things it's".split())
+
+
+def grounded_phrase(sentence: str, max_words: int = 4) -> str | None:
+    """The user's own words for the value, or None: only the few words right after a preference
+    cue ("I always go for sushi" -> "sushi"), never the opening words of a request or question."""
+    s = sentence.strip()
+    m = _LEAD.search(s)
+    if not m:
+        return None
+    rest = _STOP.split(" " + s[m.end():] + " ", maxsplit=1)[0].strip()
+    rest = re.sub(r"^(?:to|the|a|an|my|when|if|going to|having|eating|listening to|some)\s+", "", rest, flags=re.I)
+    rest = re.split(r"\s(?:near|at|around|in|on|for|with|when|while|whenever|if|during|because|since)\s", " " + rest + " ",
+                    maxsplit=1, flags=re.I)[0].strip() or rest
+    rest = re.sub(r"\s+(?:again|anymore|any more|ever|at all|please|though|too|either|whenever possible)$", "", rest, flags=re.I)
+    words = rest.split()
+    if not words or len(words) > max_words or _QUESTIONY.match(rest):
+        return None
+    phrase = " ".join(words).strip(" '\"")
+    if not phrase or all(w.lower() in _EMPTY for w in words):
+        return None
+    return phrase

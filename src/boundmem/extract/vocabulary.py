@@ -97,3 +97,29 @@ def literal_attribute(sentence: str, attributes: Sequence[str]) -> str | None:
             if an and an[0] in nums:
                 return a
     return best
+
+
+def literal_attributes(sentence: str, attributes: Sequence[str]) -> list[str]:
+    """Every attribute of one category named in the sentence, in the order they are said; a term
+    inside a longer named one ("rock" in "folk rock" when both are items) counts once, as the longer."""
+    low = sentence.lower()
+    found: list[tuple[int, int, str]] = []
+    for a in attributes:
+        t = term_of(a)
+        if len(t) < 2 or t in ("yes", "no"):
+            continue
+        m = _pattern(t).search(low)
+        if m:
+            found.append((m.start(), m.end(), a))
+    found.sort(key=lambda f: (f[0], -(f[1] - f[0])))
+    out: list[str] = []
+    last_end = -1
+    for start, end, a in found:
+        if start < last_end:
+            continue
+        out.append(a)
+        last_end = end
+    if not out:
+        one = literal_attribute(sentence, attributes)
+        return [one] if one else []
+    return out

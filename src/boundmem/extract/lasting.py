@@ -1,0 +1,230 @@
+"""Is this clause a lasting preference *of the speaker*? Evidence of durability and ownership.
+
+Which category a sentence is about and whether it states something to remember are separate
+questions. "Set the lights to blue" and "I always want blue lights" are about the same category;
+only the second is lasting. "My wife loves sushi" names a cuisine, but not the speaker's. The
+category scorers (trained head, zero-shot prototypes) answer the first question; this module
+answers the second, from cues that do not depend on the schema or the domain:
+
+* durability: habitual or general wording ("always", "as a rule", "whenever", "from now on"),
+  first-person liking or disliking verbs, identity statements ("I'm vegan"), favourites;
+* against it: a one-off wish or command (imperative start, "I'd like", "for now", "tonight",
+  "this time"), a question, a request to the assistant, accepting a suggestion once;
+* ownership: the subject is the speaker, not a partner, friend or "she".
+
+`cue_features` turns a clause into these indicators; `LastingModel` (a logistic regression over
+them plus the clause's MiniLM embedding, see `lasting_training.py`) gives the probability that
+the clause is a lasting preference of the speaker, and `cue_of` names the cue that made it so,
+which the audit log records as the reason a preference was stored.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+_HABIT = re.compile(
+    r"\b(always|usually|normally|generally|typically|as a rule|in general|every time|everytime|each time|whenever|"
+    r"all the time|most of the time|by default|from now on|going forward|in (?:the )?future|any day|every day|"
+    r"every morning|every week|tend to|on principle|never|no matter|every single time|for good|anymore|any more|"
+    r"these days|nowadays|for years|since (?:i was|forever)|my whole life|regularly|often|rarely|whenever possible)\b",
+    re.I)
+_LIKE = re.compile(
+    r"\b(?:i|we)\s+(?:(?:really|absolutely|just|do|also|definitely|truly|totally|kind of|kinda|genuinely|still|"
+    r"simply|quite|very much|much|mostly|only)\s+)*(?:like|love|enjoy|prefer|adore|dig|fancy|favou?r|go for|stick "
+    r"(?:to|with)|swear by|live for|lean towards?|gravitate)\b"
+    r"|\b(?:i'm|i am|im|we're|we are)\s+(?:(?:a|an|such a|really|totally|very|so|big|huge|massive|real|definitely)\s+)*"
+    r"(?:fan of|into|partial to|hooked on|crazy about|mad about|keen on|devoted to|obsessed with|a sucker for|all about)\b"
+    r"|\b(?:my|our)\s+(?:(?:absolute|all-time|all time|personal|usual|number one|top|very)\s+)*(?:favou?rites?|go-to|"
+    r"preferred|usual|pick|choice|thing)\b"
+    r"|\bnothing beats\b|\bcan't get enough\b|\bcannot get enough\b|\bi'd rather\b|\bi would rather\b|\bid rather\b"
+    r"|\b(?:works|is|are) (?:best|better) for me\b|\bthat's (?:how|what) i\b|\bthe only (?:\w+ )?(?:i|for me)\b"
+    r"|^(?:i\s+)?(?:prefer|always|usually|only)\b|\bfor (?:my|all) future\b|\bfrom here on\b|\b(\w+) always \1\b"
+    r"|\bi only\b|\bonly ever\b|\bgive me \w+(?: \w+)? (?:any day|every time|over)\b|\bi'm (?:a|an) \w+ (?:person|guy|girl|"
+    r"kind of (?:guy|girl|person)|type)\b|\bi am (?:a|an) \w+ (?:person|guy|girl|type)\b|\bi'm the (?:kind|type) of\b",
+    re.I)
+_DISLIKE = re.compile(
+    r"\b(?:i|we)\s+(?:(?:really|absolutely|just|truly|totally|honestly|simply|still|kind of|kinda|genuinely)\s+)*"
+    r"(?:hate|dislike|detest|loathe|avoid|despise|can't stand|cannot stand|can't bear|cannot bear|can't do|"
+    r"don't like|do not like|don't enjoy|do not enjoy|don't want|do not want|don't do|never want|never go|never use|"
+    r"never take|never eat|never listen|refuse|steer clear|stay away|skip|am opposed|won't|will not|wouldn't|"
+    r"don't care for|do not care for|don't eat|do not eat|don't drink|can't eat|cannot eat|can't have)\b"
+    r"|\b(?:i'm|i am|im)\s+(?:not (?:a (?:big )?fan|into|keen|fond|a fan)|opposed|allergic|intolerant|sick of|tired of|"
+    r"done with|over|against)\b"
+    r"|\bnot (?:a fan|my thing|my cup of tea|for me)\b|\b(?:bores?|annoys?|irritates?|drives?) me\b"
+    r"|\bkeep me (?:away|off|out)\b|\bno more\b|\bnever ever\b|\bnever (?:play|put on|suggest|show|book|pick|choose|"
+    r"route)\b",
+    re.I)
+_IDENTITY = re.compile(
+    r"\b(?:i'm|i am|im|i've been|we're|we are)\s+(?:(?:a|an|strictly|fully|totally|mostly|pretty much)\s+)*"
+    r"(?:vegan|vegetarian|veggie|pescatarian|pescetarian|allergic|lactose|gluten|coeliac|celiac|diabetic|halal|kosher|"
+    r"teetotal|sober|(?:an? )?(?:early|morning|night) (?:bird|person|owl)|(?:a )?(?:cheapskate|bargain hunter|night owl))\b"
+    r"|\bi (?:have|got|suffer from) (?:a |an )?(?:\w+ )?(?:allergy|intolerance|disability|condition|bad back)\b"
+    r"|\b(?:my|a) (?:disability|wheelchair|handicap|blue badge|disabled badge)\b"
+    r"|\bi (?:don't|do not|never|can't) (?:eat|drink) (?:meat|fish|pork|dairy|gluten|alcohol|nuts|seafood|beef|shellfish)\b"
+    r"|\b(?:i|we) (?:eat|drink|drive|listen to|use|pay|charge|shop|fill up|park|stay|fly|book|travel|sleep|stream) "
+    r"(?:only|exclusively|mostly|mainly|strictly)\b",
+    re.I)
+_NOW = re.compile(
+    r"\b(?:i'd like|i would like|id like|i want|i wanna|i need|i'm looking for|i am looking for|can you|could you|"
+    r"would you|will you|can we|could we|shall we|let's|let us|lets|right now|now|today|tonight|this time|for now|"
+    r"for the moment|at the moment|just this once|this once|currently|this trip|this evening|this morning|"
+    r"this afternoon|this weekend|tomorrow|at the next|on the way|next stop|for this|in the mood for|craving|"
+    r"i feel like|i fancy (?:some|a)|once|instead)\b",
+    re.I)
+_IMPERATIVE = frozenset(
+    "play set turn change make switch put find navigate take show call text open close increase decrease dim brighten "
+    "start stop pause skip search look order get give tell read add remove book drive route go lower raise crank tune "
+    "locate reserve send cancel check help move lock unlock activate deactivate enable disable mute unmute resume "
+    "repeat shuffle queue select pick choose use bring let list display update schedule remind wake dial phone "
+    "recommend suggest adjust reduce boost bump heat cool warm".split())
+_QUESTION_START = frozenset(
+    "what what's whats who who's where where's when why how how's which is are do does did can could will would "
+    "should shall may might isn't aren't don't doesn't didn't won't whose whom".split())
+_ACCEPT = re.compile(
+    r"^(?:yes|yeah|yep|yup|sure|ok|okay|fine|alright|all right|sounds good|sounds great|perfect|great|good|that one|"
+    r"the first one|the second one|the last one|that's fine|go with|let's do|let's go with|do it|why not|cool)\b", re.I)
+_THIRD_PARTY = re.compile(
+    r"\b(?:my|our|his|her|their|the)\s+(?:\w+\s+)?(?:wife|husband|partner|son|daughter|kids?|children|child|friends?|boss|"
+    r"colleagues?|co-?workers?|mom|mum|mother|dad|father|parents?|brother|sister|girlfriend|boyfriend|fianc[eé]e?|"
+    r"family|grandma|grandpa|grandmother|grandfather|aunt|uncle|cousin|neighbou?r|roommate|flatmate|team|guests?|"
+    r"passengers?|client|clients|baby|toddler|teenager|niece|nephew|in-laws?|mate|buddy|dog|cat)\b"
+    r"|\b(?:he|she|they|he's|she's|they're|everyone|everybody|somebody|someone|people|dad|mom|mum|grandma|grandpa)"
+    r"\s+(?:\w+\s+)?(?:likes?|loves?|prefers?|hates?|enjoys?|adores?|dislikes?|wants?|always|never|can't|doesn't|don't|"
+    r"is into|are into|into|crazy about|mad about|fond of|keen on|obsessed with|fills?|needs?|insists?)\b"
+    r"|\b(?!i\b)[a-z]+\s+(?:really\s+|absolutely\s+)?(?:likes|loves|prefers|hates|enjoys|adores|dislikes|can't stand|"
+    r"doesn't like|does not like)\b",
+    re.I)
+_SECOND = re.compile(r"\b(?:do you (?:like|love|prefer|enjoy)|your favou?rite|what do you|you like|you prefer)\b", re.I)
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?", re.I)
+
+FEATURES = ("habit", "like", "dislike", "identity", "now", "imperative", "question", "accept", "third_party", "second",
+            "cue_any", "one_off_only", "bias")
+
+
+def cue_features(clause: str) -> np.ndarray:
+    """Schema-free indicators of a lasting, first-person preference (see FEATURES)."""
+    t = clause.strip()
+    words = [w.lower() for w in _WORD.findall(t)]
+    first = words[0] if words else ""
+    habit = bool(_HABIT.search(t))
+    like = bool(_LIKE.search(t))
+    dislike = bool(_DISLIKE.search(t))
+    identity = bool(_IDENTITY.search(t))
+    now = bool(_NOW.search(t))
+    imperative = first in _IMPERATIVE or (first == "please" and len(words) > 1 and words[1] in _IMPERATIVE)
+    question = t.endswith("?") or first in _QUESTION_START
+    accept = bool(_ACCEPT.search(t)) and len(words) <= 7
+    third = bool(_THIRD_PARTY.search(t))
+    second = bool(_SECOND.search(t))
+    cue = habit or like or dislike or identity
+    return np.array([habit, like, dislike, identity, now, imperative, question, accept, third, second,
+                     cue, (now or imperative or question) and not cue, 1.0], np.float32)
+
+
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|im|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)\b", re.I)
+_ONE_OFF = re.compile(
+    r"\b(?:for now|just this once|this once|this time|for this (?:trip|ride|drive|evening|morning|afternoon|weekend|"
+    r"time|once|journey)|tonight|today|right now|for the moment|at the moment|(?:this|tomorrow) (?:evening|morning|"
+    r"afternoon|night)|only (?:today|tonight|this)|for (?:today|tonight)|(?:evening|night|trip|ride) only|"
+    r"instead|this weekend|next stop)\b", re.I)
+
+
+def vetoed(clause: str) -> bool:
+    """Ownership and one-off markers that no embedding similarity outweighs: another person's taste with
+    no first-person subject beside it ("my wife likes the seat warm"), or an explicitly temporary wish
+    without a habit ("for this evening only, set the lights to warm")."""
+    words = clause.strip()
+    if _THIRD_PARTY.search(words):
+        rest = _THIRD_PARTY.sub(" ", words)
+        if not re.search(r"\b(?:i|i'm|im|i've|i'd|we|we're)\b", rest, re.I):
+            return True
+    if bool(_ONE_OFF.search(words)) and not _HABIT.search(_ONE_OFF.sub(" ", words)):
+        return True
+    on = dict(zip(FEATURES, cue_features(words)))
+    return bool(on["imperative"] and not on["cue_any"])   # a bare command ("Set the lights to blue") is for now
+
+
+_CUED = 0.9
+_STRONG = re.compile(_IDENTITY.pattern + "|" + _DISLIKE.pattern + r"|\b(?:i|we)\s+(?:always|usually|normally|never)\b"
+                     r"|\bas a rule\b|\bin general\b|\bfrom now on\b|\bmy favou?rite\b", re.I)
+
+
+def explicit_cue(clause: str) -> bool:
+    """A stated liking, dislike, habit or identity, not asked as a question nor about the assistant."""
+    f = cue_features(clause)
+    on = dict(zip(FEATURES, f))
+    return bool(on["cue_any"] and not on["question"] and not on["second"] and not on["accept"])
+
+
+def cue_of(clause: str) -> str:
+    """The words that mark the clause as lasting, for the audit log ("always", "I'm vegan", "can't stand")."""
+    for pat in (_DISLIKE, _IDENTITY, _HABIT, _LIKE):
+        m = pat.search(clause)
+        if m:
+            return m.group(0).strip()
+    return ""
+
+
+@dataclass
+class LastingModel:
+    """Logistic regression over [cue features, MiniLM embedding] -> P(lasting preference of the speaker)."""
+
+    embedder: str
+    w_cue: np.ndarray        # (len(FEATURES),)
+    w_emb: np.ndarray        # (dim,)
+    threshold: float
+
+    @property
+    def dim(self) -> int:
+        return int(self.w_emb.shape[0])
+
+    def fits(self, embedder_name: str, dim: int) -> bool:
+        return embedder_name == self.embedder and dim == self.dim
+
+    def probabilities(self, clauses: Sequence[str], X: np.ndarray) -> np.ndarray:
+        if not len(clauses):
+            return np.zeros(0, np.float32)
+        F = np.vstack([cue_features(c) for c in clauses])
+        z = F @ self.w_cue + X.astype(np.float32) @ self.w_emb
+        p = (1.0 / (1.0 + np.exp(-z))).astype(np.float32)
+        for i, c in enumerate(clauses):
+            if vetoed(c):
+                p[i] = 0.0
+            elif p[i] < _CUED and explicit_cue(c) and _STRONG.search(c):
+                p[i] = _CUED   # "I'm vegan", "I can't stand ...": stated outright, whatever the embedding says
+        return p
+
+    def zero_shot_probabilities(self, clauses: Sequence[str], X: np.ndarray) -> np.ndarray:
+        """On a schema the model was not trained for, its embedding part is out of its domain ("I love
+        hiking" looks nothing like an in-car preference), so an explicit first-person cue outside a
+        question counts on its own; the model can still vouch for a clause without a cue."""
+        p = self.probabilities(clauses, X)
+        for i, c in enumerate(clauses):
+            if p[i] < _CUED and explicit_cue(c) and not vetoed(c):
+                p[i] = _CUED
+        return p
+
+    def save(self, path: str | Path) -> None:
+        np.savez_compressed(path, w_cue=self.w_cue.astype(np.float32), w_emb=self.w_emb.astype(np.float32),
+                            meta=np.array([self.embedder, ",".join(FEATURES)]),
+                            threshold=np.array([self.threshold], np.float32))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "LastingModel":
+        with np.load(path, allow_pickle=False) as z:
+            names = str(z["meta"][1]).split(",")
+            if tuple(names) != FEATURES:
+                raise ValueError(f"{path}: trained for cue features {names}, this version has {list(FEATURES)}; retrain it")
+            return cls(embedder=str(z["meta"][0]), w_cue=z["w_cue"], w_emb=z["w_emb"], threshold=float(z["threshold"][0]))
+
+
+BUNDLED = "lasting.npz"
+
+
+def bundled_lasting() -> Optional[LastingModel]:
+    path = Path(__file__).with_name("data") / BUNDLED
+    return LastingModel.load(path) if path.is_file() else None
