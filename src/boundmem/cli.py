@@ -26,7 +26,22 @@ err = Console(stderr=True, soft_wrap=True)
 
 DB = typer.Option(os.environ.get("BOUNDMEM_DB", "boundmem.db"), "--db", help="SQLite file or postgresql:// URL (env BOUNDMEM_DB).")
 SCHEMA = typer.Option(None, "--schema", help="Schema file (.yaml or CarMem .csv); default: built-in in-car schema.")
-USER = typer.Option(..., "--user", "-u", help="User id.")
+
+
+def _user_id(value: Optional[str]) -> Optional[str]:
+    """The one user-id rule (boundmem.user_id), as on the API and MCP; TENANT:USER names a tenant's user."""
+    from .user_id import InvalidUserId, check_store_user_id
+
+    if value is None:
+        return value
+    try:
+        return check_store_user_id(value)
+    except InvalidUserId as e:
+        raise typer.BadParameter(str(e)) from e
+
+
+USER = typer.Option(..., "--user", "-u", help="User id (USER, or TENANT:USER for a user of an API tenant or MCP server).",
+                    callback=_user_id)
 EMBEDDER = typer.Option(os.environ.get("BOUNDMEM_EMBEDDER", "minilm"), "--embedder",
                         help="minilm (or minilm-onnx, minilm-torch: same vectors) | openai | hash (env BOUNDMEM_EMBEDDER); must match what the store was filled with.")
 
@@ -219,7 +234,7 @@ def prefs_forget(user: str = USER, db: str = DB, yes: bool = typer.Option(False,
 
 # --- demo -------------------------------------------------------------------------------------
 @app.command()
-def demo(db: str = typer.Option("boundmem-demo.db", "--db"), user: str = typer.Option("demo-driver", "--user"),
+def demo(db: str = typer.Option("boundmem-demo.db", "--db"), user: str = typer.Option("demo-driver", "--user", callback=_user_id),
          utterance: str = typer.Option("I'm hungry, where should we stop for lunch?", "--ask")):
     """Ingest a few in-car conversations on the embedded defaults, show what was kept and why, then recall."""
     from .conversation import render

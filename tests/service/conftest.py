@@ -12,6 +12,16 @@ def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
+class FakeClock:
+    """A clock the test moves by hand (`clock.now += 60`)."""
+
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def conversation(cid: str, *user_texts: str) -> dict:
     return {"id": cid, "turns": [{"role": "user", "text": t} for t in user_texts]}
 

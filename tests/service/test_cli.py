@@ -94,3 +94,28 @@ def test_serve_without_keys_is_refused(tmp_path, monkeypatch):
     monkeypatch.delenv("BOUNDMEM_KEYS", raising=False)
     r = CliRunner().invoke(serve_app, ["--db", str(tmp_path / "x.db")])
     assert r.exit_code == 2 and "--keys" in r.stderr
+
+
+def _sha(key: str) -> str:
+    import hashlib
+
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("name,content,needles", [
+    ("twice.toml", f'"{KEY_A}" = "acme"\n"{KEY_A}" = "globex"\n', ["line 1", "line 2", "acme", "globex"]),
+    ("twice.json", f'{{"{KEY_A}": "acme", "{KEY_A}": "globex"}}', ["entry 1", "entry 2", "acme", "globex"]),
+    ("raw-and-hash.toml", f'[keys]\n"{KEY_A}" = "acme"\n"{_sha(KEY_A)}" = "globex"\n', ["entry 1", "entry 2", "acme", "globex"]),
+    ("hash-and-raw.json", json.dumps({"keys": {_sha(KEY_A).upper().replace("SHA256", "sha256"): "acme", KEY_A: "acme"}}),
+     ["entry 1", "entry 2"]),
+    ("split.toml", f'"{KEY_A}" = "acme"\n[keys]\n"{KEY_B}" = "globex"\n', ["top level"]),
+])
+def test_the_same_key_twice_is_an_error_naming_both_entries(tmp_path, name, content, needles):
+    f = tmp_path / name
+    f.write_text(content)
+    with pytest.raises(KeysFileError) as e:
+        KeyRing.load(f)
+    assert str(f) in str(e.value) and all(n in str(e.value) for n in needles), str(e.value)
+    assert KEY_A not in str(e.value)   # the error names entries, never the secret
+    r = CliRunner().invoke(serve_app, ["--keys", str(f), "--db", str(tmp_path / "x.db")])
+    assert r.exit_code == 2 and needles[0] in r.stderr

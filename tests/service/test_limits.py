@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from .conftest import KEYS, KEY_A, auth, conversation
+from .conftest import KEYS, KEY_A, FakeClock, auth, conversation
 
 LIMIT = 2_000
 URL = "/v1/users/alice/conversations"
@@ -68,14 +68,6 @@ def test_the_limit_must_be_positive(memory):
             c.get("/ui")
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-
 @pytest.fixture()
 def limited(memory):
     from fastapi.testclient import TestClient
@@ -120,3 +112,144 @@ def test_rate_limit_settings_are_checked(rate, burst):
 
     with pytest.raises(ValueError, match="per_second|burst"):
         RateLimiter(rate, burst)
+
+
+# --- what one conversation may hold --------------------------------------------------------------
+@pytest.fixture()
+def capped(memory):
+    from fastapi.testclient import TestClient
+
+    from boundmem.service.app import create_app
+    from boundmem.service.limits import ContentLimits
+
+    with TestClient(create_app(memory, KEYS, limits=ContentLimits(max_turn_chars=50, max_turns=3, max_total_chars=100,
+                                                                  max_utterance_chars=40))) as c:
+        yield c
+
+
+@pytest.mark.parametrize("texts,limit,value", [
+    (["I love Italian food."] * 4, "max_turns", 3),
+    (["I love Italian food. " * 3], "max_turn_chars", 50),
+    (["I love Italian food, really, truly.", "Please play some Jazz while we drive ok.", "I always fill up at PetroLux, yes indeed."],
+     "max_total_chars", 100),
+])
+def test_a_conversation_over_a_content_limit_is_413_naming_it_and_stores_nothing(capped, memory, texts, limit, value):
+    r = capped.post(URL, json=conversation("c1", *texts), headers=auth(KEY_A))
+    assert r.status_code == 413
+    body = r.json()
+    assert body["code"] == limit and body["limit"] == {"name": limit, "value": value}
+    assert f"{limit}={value}" in body["message"] and body["detail"] == body["message"]
+    assert memory.store.users() == []
+
+
+def test_recall_utterance_limit_and_conversations_under_the_limits(capped):
+    assert capped.post(URL, json=conversation("c1", "I love Italian food.", "Jazz please."), headers=auth(KEY_A)).status_code == 200
+    r = capped.post("/v1/users/alice/recall", json={"utterance": "Italian " * 6}, headers=auth(KEY_A))
+    assert r.status_code == 413 and r.json()["code"] == "max_utterance_chars"
+    assert capped.post("/v1/users/alice/recall", json={"utterance": "Italian"}, headers=auth(KEY_A)).status_code == 200
+
+
+def test_default_limits_refuse_the_expensive_request(client, memory):
+    """The issue's case: a body under 1 MB of long turns, which cost ~73 s of CPU before; now refused at once."""
+    import time
+
+    from boundmem.service.limits import ContentLimits
+
+    d = ContentLimits()
+    assert (d.max_turn_chars, d.max_turns, d.max_total_chars) == (4_000, 100, 20_000)
+    t0 = time.monotonic()
+    r = client.post(URL, json=conversation("c1", *(["I love Italian food. " * 200] * 20)), headers=auth(KEY_A))
+    assert r.status_code == 413 and r.json()["code"] == "max_turn_chars"
+    r = client.post(URL, json=conversation("c1", *(["I love Italian food. " * 50] * 101)), headers=auth(KEY_A))
+    assert r.status_code == 413 and r.json()["code"] == "max_turns"
+    r = client.post(URL, json=conversation("c1", *(["I love Italian food. " * 190] * 6)), headers=auth(KEY_A))
+    assert r.status_code == 413 and r.json()["code"] == "max_total_chars"
+    assert time.monotonic() - t0 < 5 and memory.store.users() == []
+
+
+@pytest.mark.parametrize("bad", [{"max_turns": 0}, {"max_turn_chars": -1}, {"max_total_chars": 1.5}])
+def test_content_limit_settings_are_checked(bad):
+    from boundmem.service.limits import ContentLimits
+
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        ContentLimits(**bad)
+
+
+# --- rate limit on by default -------------------------------------------------------------------
+def test_a_default_rate_limit_is_on_and_can_be_turned_off(memory):
+    from fastapi.testclient import TestClient
+
+    from boundmem.service.app import create_app
+
+    with TestClient(create_app(memory, KEYS)) as c:
+        codes = [c.get("/v1/users/alice/opt-outs", headers=auth(KEY_A)).status_code for _ in range(80)]
+    assert codes[:40] == [200] * 40 and 429 in codes
+    with TestClient(create_app(memory, KEYS, rate_limit=None)) as c:
+        assert {c.get("/v1/users/alice/opt-outs", headers=auth(KEY_A)).status_code for _ in range(80)} == {200}
+
+
+def test_serve_has_a_rate_limit_unless_told_otherwise(tmp_path, monkeypatch):
+    """`boundmem serve` builds the app with a limiter by default and without one for --rate-limit 0."""
+    from typer.testing import CliRunner
+
+    import boundmem.service.app as app_mod
+    from boundmem.service.cli import app as serve_app
+
+    seen = []
+    monkeypatch.setattr(app_mod, "create_app", lambda *a, **kw: seen.append(kw["rate_limit"]) or "app")
+    monkeypatch.setattr("uvicorn.run", lambda *a, **kw: None)
+    keys = tmp_path / "k.json"
+    keys.write_text(json.dumps({KEY_A: "acme"}))
+    base = ["--keys", str(keys), "--db", str(tmp_path / "x.db"), "--lazy", "--embedder", "hash"]
+    assert CliRunner().invoke(serve_app, base).exit_code == 0
+    assert CliRunner().invoke(serve_app, [*base, "--rate-limit", "0"]).exit_code == 0
+    assert seen[0] is not None and (seen[0].rate, seen[0].burst) == (20.0, 40) and seen[1] is None
+
+
+# --- a busy store -----------------------------------------------------------------------------
+def test_a_locked_store_answers_503_json_with_retry_after_and_stores_nothing(tmp_path, schema):
+    import sqlite3
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from boundmem.extract.keyword import KeywordExtractor
+    from boundmem.maintain.rules import RuleMaintainer
+    from boundmem.memory import Memory
+    from boundmem.retrieve.embed import HashEmbedder
+    from boundmem.service.app import create_app
+    from boundmem.store.sqlite import SQLiteStore
+
+    path = tmp_path / "busy.db"
+    store = SQLiteStore(path, timeout=0.3)
+    mem = Memory(schema=schema, store=store, extractor=KeywordExtractor(), maintainer=RuleMaintainer(), embedder=HashEmbedder())
+    other = sqlite3.connect(path, isolation_level=None)   # another process holding the write lock
+    try:
+        with TestClient(create_app(mem, KEYS)) as c:
+            assert c.post(URL, json=conversation("c0", "I love Italian food."), headers=auth(KEY_A)).status_code == 200
+            other.execute("BEGIN IMMEDIATE")
+            t0 = time.monotonic()
+            for r in (c.post(URL, json=conversation("c1", "Please play some Jazz while we drive."), headers=auth(KEY_A)),
+                      c.delete("/v1/users/alice", headers=auth(KEY_A))):
+                assert r.status_code == 503, r.text
+                assert r.headers["Retry-After"].isdigit() and int(r.headers["Retry-After"]) >= 1
+                assert r.headers["content-type"].startswith("application/json")
+                assert r.json()["code"] == "store_busy" and "retry" in r.json()["message"]
+            assert time.monotonic() - t0 < 10
+            other.execute("ROLLBACK")
+            prefs = c.get("/v1/users/alice/preferences", headers=auth(KEY_A)).json()["preferences"]
+            assert [p["attribute"] for p in prefs] == ["Italian"]
+    finally:
+        other.close()
+        store.close()
+
+
+def test_every_error_has_the_same_json_shape(client):
+    for r in (client.get("/v1/users/alice/preferences"),                                        # 401
+              client.post("/v1/users/alice/tokens", headers=auth(client.post("/v1/users/alice/tokens", headers=auth(KEY_A)).json()["token"])),  # 403
+              client.delete("/v1/users/alice/preferences/nope", headers=auth(KEY_A)),           # 404
+              client.get("/v1/users/a:b/preferences", headers=auth(KEY_A)),                     # 422
+              client.post(URL, json=conversation("c1", "x" * 5000), headers=auth(KEY_A))):      # 413
+        body = r.json()
+        assert r.status_code >= 400 and set(body) >= {"detail", "message", "code"}, (r.status_code, body)
+        assert isinstance(body["message"], str) and body["message"] and isinstance(body["code"], str)

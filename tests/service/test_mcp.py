@@ -31,22 +31,26 @@ async def _session(args, script):
             return await script(session)
 
 
+def _serve_mcp(db) -> list[str]:
+    return ["-m", "boundmem.cli", "serve", "mcp", "--db", str(db),
+            "--extractor", "keyword", "--maintainer", "rules", "--embedder", "hash"]
+
+
 def test_add_and_recall_over_stdio(tmp_path):
     from boundmem.store.sqlite import SQLiteStore
 
     db = tmp_path / "mcp.db"
-    args = ["-m", "boundmem.cli", "serve", "mcp", "--db", str(db), "--tenant", "agent",
-            "--extractor", "keyword", "--maintainer", "rules", "--embedder", "hash"]
+    args = [*_serve_mcp(db), "--tenant", "agent", "--user", "alice"]
 
     async def script(s):
         tools = {t.name: t for t in (await s.list_tools()).tools}
         assert {"add", "recall", "list_preferences", "delete_preference"} <= set(tools)
         schema = getattr(tools["recall"], "input_schema", None) or tools["recall"].inputSchema
-        assert {"user", "utterance", "k"} <= set(schema["properties"])
-        added = _structured(await s.call_tool("add", {"user": "alice", "user_messages": [
+        assert {"utterance", "k"} <= set(schema["properties"]) and "user" not in schema.get("required", [])
+        added = _structured(await s.call_tool("add", {"user_messages": [
             "I love Italian food.", "I always fill up at PetroLux."], "conversation_id": "chat-1"}))
         assert {p["attribute"] for p in added["stored"]} == {"Italian", "PetroLux"}
-        hits = _structured(await s.call_tool("recall", {"user": "alice", "utterance": "hungry for Italian food", "k": 1}))
+        hits = _structured(await s.call_tool("recall", {"utterance": "hungry for Italian food", "k": 1}))
         bad = await s.call_tool("recall", {"user": "bob:x", "utterance": "Italian"})
         return hits, bad
 
@@ -60,3 +64,90 @@ def test_add_and_recall_over_stdio(tmp_path):
         assert store.users() == ["agent:alice"]
     finally:
         store.close()
+
+
+def _seed(db, user: str, *texts: str) -> None:
+    """Store preferences for `agent:<user>` through a server bound to that user."""
+    async def script(s):
+        assert not _is_error(await s.call_tool("add", {"user_messages": list(texts)}))
+
+    anyio.run(_session, [*_serve_mcp(db), "--tenant", "agent", "--user", user], script)
+
+
+def test_a_server_bound_to_alice_refuses_every_other_user_id(tmp_path):
+    """A prompt injection ("recall what bob likes", "forget bob's ...") names another user: refused, bob untouched."""
+    from boundmem.store.sqlite import SQLiteStore
+
+    db = tmp_path / "mcp.db"
+    _seed(db, "bob", "I love Italian food.")
+    store = SQLiteStore(db)
+    try:
+        bob_ids = [p.id for p in store.preferences("agent:bob")]
+    finally:
+        store.close()
+    assert len(bob_ids) == 1
+
+    async def script(s):
+        out = {}
+        for other in ("bob", "alice\n", "agent:bob", "bob\n"):
+            out[other] = [await s.call_tool("recall", {"user": other, "utterance": "Italian food"}),
+                          await s.call_tool("list_preferences", {"user": other}),
+                          await s.call_tool("delete_preference", {"user": other, "preference_id": bob_ids[0]}),
+                          await s.call_tool("add", {"user": other, "user_messages": ["I like Mexican food."]})]
+        out["own"] = await s.call_tool("list_preferences", {})
+        out["own, named"] = await s.call_tool("list_preferences", {"user": "alice"})
+        out["bob's id as alice"] = await s.call_tool("delete_preference", {"preference_id": bob_ids[0]})
+        return out
+
+    out = anyio.run(_session, [*_serve_mcp(db), "--tenant", "agent", "--user", "alice"], script)
+    for other in ("bob", "alice\n", "agent:bob", "bob\n"):
+        for r in out[other]:
+            assert _is_error(r), (other, r)
+            assert "Italian" not in r.content[0].text
+    assert _structured(out["own"])["preferences"] == [] == _structured(out["own, named"])["preferences"]
+    assert _is_error(out["bob's id as alice"])
+    store = SQLiteStore(db)
+    try:
+        assert [p.id for p in store.preferences("agent:bob")] == bob_ids
+        assert sorted(store.users()) == ["agent:bob"]   # nothing was written for any other id
+    finally:
+        store.close()
+
+
+def test_serve_mcp_must_be_bound_to_one_user(tmp_path):
+    import subprocess
+
+    for extra, needle in (([], "exactly one user"), (["--user", "alice\n"], "invalid user id"),
+                          (["--user", "a:b"], "invalid user id"), (["--token", "bmu1.x.y"], "--token-secret-file")):
+        r = subprocess.run([sys.executable, *_serve_mcp(tmp_path / "x.db"), *extra], capture_output=True, text=True,
+                           timeout=120, stdin=subprocess.DEVNULL)
+        assert r.returncode == 2 and needle in r.stderr, (extra, r.stderr)
+
+
+def test_a_server_bound_to_a_user_token_stops_when_it_is_revoked(tmp_path):
+    import subprocess
+
+    from boundmem.service.tokens import Generations, TokenIssuer
+
+    secret, state = tmp_path / "secret", tmp_path / "tokens.db"
+    secret.write_bytes(b"s" * 40)
+    issuer = TokenIssuer(secret.read_bytes(), Generations(state))   # what the API server holds
+    token, _ = issuer.mint("acme", "alice", ttl=600)
+    args = [*_serve_mcp(tmp_path / "m.db"), "--token", token, "--token-secret-file", str(secret), "--token-state", str(state)]
+
+    async def script(s):
+        added = await s.call_tool("add", {"user_messages": ["I love Italian food."]})
+        other = await s.call_tool("list_preferences", {"user": "bob"})
+        issuer.revoke("acme", "alice")
+        after = await s.call_tool("list_preferences", {})
+        return added, other, after
+
+    added, other, after = anyio.run(_session, args, script)
+    assert not _is_error(added) and _is_error(other)
+    assert _is_error(after) and "revoked" in after.content[0].text
+    # a revoked, forged or expired token does not even start a server
+    expired, _ = TokenIssuer(secret.read_bytes(), Generations(state), clock=lambda: 0.0).mint("acme", "alice", ttl=60)
+    for bad, why in ((token, "revoked"), (token[:-2] + "xx", "signature"), (expired, "expired")):
+        r = subprocess.run([sys.executable, *args[:args.index("--token") + 1], bad, *args[args.index("--token") + 2:]],
+                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert r.returncode == 2 and why in r.stderr, (why, r.stderr)

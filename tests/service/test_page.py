@@ -96,9 +96,12 @@ def test_user_sees_deletes_and_opts_out(memory, server, browser, tmp_path):
     memory.add(Conversation(id="c1", turns=(Turn(role="user", text=italian), Turn(role="user", text=jazz))), "acme:alice")
     assert len(memory.store.preferences("acme:alice")) == 2
 
-    browser.get(f"{server}/ui#key={KEY_A}&user=alice")
+    link = _page_link(server, "alice")
+    assert KEY_A not in link and "#token=" in link   # the tenant key never goes into a URL; the user token does
+    browser.get(link)
     _wait(lambda: len(_rows(browser)) == 2, "both preferences listed")
-    assert KEY_A not in browser.current_url  # the key is dropped from the address bar
+    assert "token" not in browser.current_url  # the token is dropped from the address bar
+    assert browser.find_element(By.ID, "who").text.startswith("alice")
     text = {r.get_attribute("data-path"): r.text for r in _rows(browser)}
     assert italian in text["points_of_interest/restaurant/favorite_cuisine"]
     assert "Favorite Cuisine" in text["points_of_interest/restaurant/favorite_cuisine"]
@@ -128,11 +131,43 @@ def test_user_sees_deletes_and_opts_out(memory, server, browser, tmp_path):
     _shot(browser, tmp_path, "page-opted-out.png")
 
 
-def test_wrong_key_shows_an_error_and_nothing(memory, server, browser):
+def _page_link(server: str, user: str) -> str:
+    import httpx
+
+    r = httpx.post(f"{server}/v1/users/{user}/tokens", headers={"Authorization": f"Bearer {KEY_A}"})
+    assert r.status_code == 201, r.text
+    return r.json()["page_url"]
+
+
+def _error_status(browser):
     from selenium.webdriver.common.by import By
 
-    browser.get(f"{server}/ui#key=not-a-valid-key-000000&user=alice")
-    status = _wait(lambda: browser.find_element(By.ID, "status").text.startswith("Could not") and browser.find_element(By.ID, "status"),
-                   "an error message")
-    assert "401" in status.text
+    return _wait(lambda: browser.find_element(By.ID, "status").text.startswith("Could not") and browser.find_element(By.ID, "status"),
+                 "an error message")
+
+
+def test_wrong_token_shows_an_error_and_nothing(memory, server, browser):
+    from selenium.webdriver.common.by import By
+
+    link = _page_link(server, "alice")
+    browser.get(link[:-4] + "AAAA")   # a forged signature
+    assert "401" in _error_status(browser).text
     assert not browser.find_element(By.ID, "memory").is_displayed()
+
+
+def test_the_tenant_key_opens_nothing_on_the_page(memory, server, browser):
+    """The old link form (#key=TENANT-KEY&user=...) is dead, and the tenant key typed in is refused."""
+    from selenium.webdriver.common.by import By
+
+    from boundmem.models import Conversation, Turn
+
+    memory.add(Conversation(id="c1", turns=(Turn(role="user", text="I love Italian food."),)), "acme:alice")
+    browser.get(f"{server}/ui#key={KEY_A}&user=alice")
+    time.sleep(1.0)
+    assert not browser.find_element(By.ID, "memory").is_displayed() and not _rows(browser)
+    assert KEY_A not in browser.current_url
+    box = browser.find_element(By.ID, "token")
+    box.send_keys(KEY_A)
+    browser.find_element(By.ID, "load").click()
+    assert "not the tenant API key" in _error_status(browser).text
+    assert not browser.find_element(By.ID, "memory").is_displayed() and "Italian" not in browser.page_source

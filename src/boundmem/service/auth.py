@@ -15,14 +15,13 @@ import json
 import re
 import tomllib
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Iterable, Mapping, Optional
 
-USER_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$"
-TENANT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+from ..user_id import TENANT_PATTERN, USER_ID_PATTERN, InvalidUserId, namespaced, valid_tenant, valid_user_id
+
+__all__ = ["KeyRing", "KeysFileError", "USER_ID_PATTERN", "TENANT_PATTERN", "InvalidUserId", "namespaced",
+           "valid_user_id", "valid_tenant"]
 MIN_KEY_LENGTH = 16
-_USER_RE = re.compile(USER_ID_PATTERN)
-_TENANT_RE = re.compile(TENANT_PATTERN)
-_SEP = ":"
 
 
 class KeysFileError(ValueError):
@@ -34,12 +33,17 @@ def _digest(key: str) -> str:
 
 
 class KeyRing:
-    """Maps a presented bearer key to its tenant."""
+    """Maps a presented bearer key to its tenant.
 
-    def __init__(self, keys: Mapping[str, str]):
+    The same key twice (twice raw, or raw and as its `sha256:` digest) is an error naming both entries: silently
+    keeping the last one would hand one tenant's key to another."""
+
+    def __init__(self, keys: Mapping[str, str] | Iterable[tuple[str, str]]):
         self._by_digest: dict[str, str] = {}
-        for key, tenant in keys.items():
-            if not isinstance(tenant, str) or not _TENANT_RE.match(tenant):
+        seen: dict[str, str] = {}   # digest -> how the entry that gave it is named in errors
+        pairs = list(keys.items()) if isinstance(keys, Mapping) else list(keys)
+        for n, (key, tenant) in enumerate(pairs, 1):
+            if not valid_tenant(tenant):
                 raise KeysFileError(f"tenant {tenant!r} (for a key) must match {TENANT_PATTERN}")
             if not isinstance(key, str):
                 raise KeysFileError(f"key for tenant {tenant!r} must be a string")
@@ -47,10 +51,16 @@ class KeyRing:
                 digest = key.removeprefix("sha256:").lower()
                 if not re.fullmatch(r"[0-9a-f]{64}", digest):
                     raise KeysFileError(f"key for tenant {tenant!r}: 'sha256:' must be followed by 64 hex digits")
+                name = f"entry {n} ('sha256:{digest[:12]}...' for tenant {tenant!r})"
             else:
                 if len(key) < MIN_KEY_LENGTH:
                     raise KeysFileError(f"key for tenant {tenant!r} is shorter than {MIN_KEY_LENGTH} characters")
                 digest = _digest(key)
+                name = f"entry {n} (a raw key for tenant {tenant!r})"
+            if digest in seen:
+                raise KeysFileError(f"the same API key is given twice: {seen[digest]} and {name}; "
+                                    "each key must belong to exactly one tenant")
+            seen[digest] = name
             self._by_digest[digest] = tenant
         if not self._by_digest:
             raise KeysFileError("no API keys configured")
@@ -66,17 +76,26 @@ class KeyRing:
 
     @classmethod
     def load(cls, path: str | Path) -> "KeyRing":
-        """Read a keys file: JSON or TOML, either flat `{key: tenant}` or under a `keys` table."""
+        """Read a keys file: JSON or TOML, either flat `{key: tenant}` or under a `keys` table (not both)."""
         p = Path(path)
         try:
             text = p.read_text(encoding="utf-8")
         except OSError as e:
             raise KeysFileError(f"{p}: cannot read keys file ({e.strerror})") from e
+        is_json = p.suffix.lower() == ".json"
         try:
-            data = json.loads(text) if p.suffix.lower() == ".json" else tomllib.loads(text)
+            data = json.loads(text, object_pairs_hook=_pairs) if is_json else tomllib.loads(text)
+        except _DuplicateJsonKey as e:
+            raise KeysFileError(f"{p}: {e}") from e
         except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
-            raise KeysFileError(f"{p}: not valid {'JSON' if p.suffix.lower() == '.json' else 'TOML'}: {e}") from e
+            fmt = "JSON" if is_json else "TOML"
+            dup = None if is_json else _toml_duplicate(text)
+            raise KeysFileError(f"{p}: {dup or f'not valid {fmt}: {e}'}") from e
         if isinstance(data, dict) and isinstance(data.get("keys"), dict):
+            rest = [k for k in data if k != "keys"]
+            if rest:
+                raise KeysFileError(f"{p}: keys both under [keys] and at the top level ({len(rest)} of them); "
+                                    "put them all in one place")
             data = data["keys"]
         if not isinstance(data, dict):
             raise KeysFileError(f"{p}: expected a mapping of key -> tenant")
@@ -86,14 +105,41 @@ class KeyRing:
             raise KeysFileError(f"{p}: {e}") from e
 
 
-def valid_user_id(user: str) -> bool:
-    return bool(_USER_RE.match(user))
+class _DuplicateJsonKey(ValueError):
+    pass
 
 
-def namespaced(tenant: str, user: str) -> str:
-    """The store's user id for a tenant's user. Raises if either part could escape its namespace."""
-    if not _TENANT_RE.match(tenant):
-        raise ValueError(f"invalid tenant {tenant!r}")
-    if not _USER_RE.match(user):
-        raise ValueError(f"invalid user id {user!r}: must match {USER_ID_PATTERN}")
-    return f"{tenant}{_SEP}{user}"
+def _pairs(pairs: list[tuple[str, object]]) -> dict:
+    """json.loads keeps the last of two equal keys; a keys file must not."""
+    out: dict = {}
+    at: dict[str, int] = {}
+    for n, (k, v) in enumerate(pairs, 1):
+        if k in out:
+            raise _DuplicateJsonKey(f"the same API key is given twice: entry {at[k]} (tenant {out[k]!r}) and entry {n} "
+                                    f"(tenant {v!r}); each key must belong to exactly one tenant")
+        out[k], at[k] = v, n
+    return out
+
+
+_TOML_ENTRY = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)\s*=\s*(.*?)\s*(?:#.*)?""")
+
+
+def _toml_duplicate(text: str) -> Optional[str]:
+    """tomllib refuses a key defined twice but names only the second line; name both entries."""
+    first: dict[tuple[str, str], tuple[int, str]] = {}
+    table = ""
+    for n, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if s.startswith("["):
+            table = s
+            continue
+        m = _TOML_ENTRY.fullmatch(line)
+        if not m:
+            continue
+        key = m.group(1).strip("'\"") if m.group(1)[0] in "'\"" else m.group(1)
+        if (table, key) in first:
+            n0, t0 = first[(table, key)]
+            return (f"the same API key is given twice: line {n0} (tenant {t0}) and line {n} (tenant {m.group(2)}); "
+                    "each key must belong to exactly one tenant")
+        first[(table, key)] = (n, m.group(2))
+    return None

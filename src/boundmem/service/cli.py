@@ -33,6 +33,35 @@ def _memory_factory(db: str, schema: Optional[Path], extractor: str, maintainer:
     return lambda: build_memory(db=db, schema=s, extractor=extractor, maintainer=maintainer, embedder=embedder)
 
 
+MAX_TURNS = typer.Option(100, "--max-turns", min=1, help="Most turns in one conversation (over it: 413 max_turns).")
+MAX_TURN_CHARS = typer.Option(4_000, "--max-turn-chars", min=1, help="Longest turn, in characters (413 max_turn_chars).")
+MAX_TOTAL_CHARS = typer.Option(20_000, "--max-total-chars", min=1,
+                               help="Most characters in all turns of one conversation (413 max_total_chars).")
+SECRET = typer.Option(os.environ.get("BOUNDMEM_TOKEN_SECRET_FILE"), "--token-secret-file",
+                      help="File with the secret (>= 32 bytes) that signs user tokens (env BOUNDMEM_TOKEN_SECRET_FILE); "
+                           "default for serve: a random one per process, so tokens end with it.")
+STATE = typer.Option(os.environ.get("BOUNDMEM_TOKEN_STATE"), "--token-state",
+                     help="SQLite file of token revocations, shared by servers with the same secret (env BOUNDMEM_TOKEN_STATE); "
+                          "default: in memory.")
+
+
+def _limits(max_turns: int, max_turn_chars: int, max_total_chars: int):
+    from .limits import ContentLimits
+
+    return ContentLimits(max_turn_chars=max_turn_chars, max_turns=max_turns, max_total_chars=max_total_chars)
+
+
+def _issuer(secret_file: Optional[Path], state: Optional[Path], ttl: Optional[int] = None, max_ttl: Optional[int] = None):
+    from .tokens import DEFAULT_TTL, MAX_TTL, Generations, TokenIssuer, load_secret
+
+    try:
+        secret = load_secret(secret_file) if secret_file else None
+        return TokenIssuer(secret, Generations(state) if state else None, default_ttl=ttl or DEFAULT_TTL,
+                           max_ttl=max_ttl or MAX_TTL)
+    except ValueError as e:
+        _fail(str(e))
+
+
 @app.callback()
 def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
           keys: Optional[Path] = typer.Option(os.environ.get("BOUNDMEM_KEYS"), "--keys",
@@ -41,9 +70,13 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
           extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER,
           max_body: int = typer.Option(1_000_000, "--max-body-bytes", min=1,
                                        help="Refuse request bodies larger than this with 413."),
-          rate: float = typer.Option(0.0, "--rate-limit", min=0.0,
+          max_turns: int = MAX_TURNS, max_turn_chars: int = MAX_TURN_CHARS, max_total_chars: int = MAX_TOTAL_CHARS,
+          rate: float = typer.Option(20.0, "--rate-limit", min=0.0,
                                      help="Requests per second per tenant (0: no limit); over it: 429 + Retry-After."),
-          burst: Optional[int] = typer.Option(None, "--burst", min=1, help="Bucket size for --rate-limit (default: the rate)."),
+          burst: Optional[int] = typer.Option(None, "--burst", min=1, help="Bucket size for --rate-limit (default: twice the rate)."),
+          token_secret: Optional[Path] = SECRET, token_state: Optional[Path] = STATE,
+          token_ttl: int = typer.Option(900, "--token-ttl", min=1, help="Default lifetime of a user token, seconds."),
+          token_max_ttl: int = typer.Option(86_400, "--token-max-ttl", min=1, help="Longest lifetime a token may be minted with."),
           warm: bool = typer.Option(True, "--warm/--lazy", help="Load the models before accepting requests (default), "
                                                                  "or on the first request.")):
     """Serve the REST API (/docs, /openapi.json) and the transparency page (/ui)."""
@@ -53,11 +86,16 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
         _fail("--keys is required: a TOML or JSON file mapping API key -> tenant")
     from .app import create_app
     from .auth import KeyRing, KeysFileError
+    from .limits import RateLimiter
 
     try:
         ring = KeyRing.load(keys)
     except KeysFileError as e:
         _fail(str(e))
+    if token_ttl > token_max_ttl:
+        _fail(f"--token-ttl {token_ttl} is longer than --token-max-ttl {token_max_ttl}")
+    issuer = _issuer(token_secret, token_state, token_ttl, token_max_ttl)
+    limits = _limits(max_turns, max_turn_chars, max_total_chars)
     factory = _memory_factory(db, schema, extractor, maintainer, embedder)
     if warm:  # so the first user does not wait for a model load
         typer.echo("loading models ...", err=True)
@@ -67,24 +105,40 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
     import uvicorn
 
     typer.echo(f"boundmem serving {len(ring.tenants)} tenant(s) on http://{host}:{port} (page: /ui, API docs: /docs)", err=True)
-    from .limits import RateLimiter
-
-    limiter = RateLimiter(rate, burst) if rate > 0 else None
-    uvicorn.run(create_app(factory, ring, max_body_bytes=max_body, rate_limit=limiter), host=host, port=port, log_level="info")
+    limiter = RateLimiter(rate, burst or max(1, int(round(2 * rate)))) if rate > 0 else None
+    uvicorn.run(create_app(factory, ring, max_body_bytes=max_body, rate_limit=limiter, limits=limits, tokens=issuer),
+                host=host, port=port, log_level="info")
 
 
 @app.command("mcp")
 def mcp_command(db: str = DB, schema: Optional[Path] = SCHEMA,
                 tenant: str = typer.Option("mcp", "--tenant", help="Namespace for user ids (same scheme as the HTTP API's tenants)."),
+                user: Optional[str] = typer.Option(None, "--user", "-u", help="The one user this server acts for."),
+                token: Optional[str] = typer.Option(None, "--token", envvar="BOUNDMEM_MCP_TOKEN",
+                                                    help="Or: a user token minted by the HTTP API (POST /v1/users/{user}/tokens) "
+                                                         "with the same --token-secret-file; its tenant and user bind the server "
+                                                         "(env BOUNDMEM_MCP_TOKEN keeps it out of the process list)."),
+                token_secret: Optional[Path] = SECRET, token_state: Optional[Path] = STATE,
+                max_frame: int = typer.Option(1_000_000, "--max-frame-bytes", min=1,
+                                              help="Longest JSON-RPC message; longer ones get an error reply."),
+                max_turns: int = MAX_TURNS, max_turn_chars: int = MAX_TURN_CHARS, max_total_chars: int = MAX_TOTAL_CHARS,
                 extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER):
-    """Speak MCP on stdin/stdout: tools add, recall, list_preferences, delete_preference."""
-    from .auth import TENANT_PATTERN, _TENANT_RE
+    """Speak MCP on stdin/stdout for one user: tools add, recall, list_preferences, delete_preference."""
+    from ..user_id import InvalidUserId
 
-    if not _TENANT_RE.match(tenant):
-        _fail(f"--tenant {tenant!r} must match {TENANT_PATTERN}")
     try:
-        from .mcp import build_server
+        from .mcp import Binding, build_server, run_stdio
     except ImportError as e:
         _fail(f"the MCP server needs the 'mcp' package (pip install 'boundmem[mcp]'): {e}")
+    from .tokens import TokenError
+
+    if (user is None) == (token is None):
+        _fail("bind the MCP server to exactly one user: --user USER (with --tenant) or --token TOKEN")
+    if token is not None and token_secret is None:
+        _fail("--token needs --token-secret-file: the secret of the API server that minted it")
+    try:
+        binding = Binding(tenant, user) if token is None else Binding(token=token, issuer=_issuer(token_secret, token_state))
+    except (InvalidUserId, TokenError, ValueError) as e:
+        _fail(f"cannot bind the MCP server: {e}")
     factory = _memory_factory(db, schema, extractor, maintainer, embedder)
-    build_server(factory, tenant).run("stdio")
+    run_stdio(build_server(factory, binding, _limits(max_turns, max_turn_chars, max_total_chars)), max_frame)

@@ -1,4 +1,4 @@
-"""Request limits for the API: body size, and requests per tenant.
+"""Request limits for the API and the MCP server: body size, what a conversation may hold, requests per tenant.
 
 Why: one conversation is a few kilobytes; a client that posts megabytes (by mistake or on purpose) would
 otherwise be read into memory, parsed and embedded turn by turn while other users wait. The limit is checked
@@ -8,11 +8,95 @@ bodies, so a lying or missing Content-Length does not get past it. At most `max_
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
-from typing import Callable, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Optional
 
 DEFAULT_MAX_BODY_BYTES = 1_000_000
+DEFAULT_RATE = 20.0     # requests/s per tenant; on by default (0 or None turns it off)
+DEFAULT_BURST = 40
+STORE_BUSY_RETRY_AFTER = 2   # seconds a client is told to wait when another writer holds the store
+
+
+def _busy_errors() -> tuple[type[BaseException], ...]:
+    from ..store import base
+
+    busy = getattr(base, "StoreBusy", None)
+    return (sqlite3.OperationalError,) + ((busy,) if isinstance(busy, type) else ())
+
+
+BUSY_ERRORS = _busy_errors()
+
+
+def is_store_busy(exc: BaseException) -> bool:
+    """The store could not get its write lock in time: `StoreBusy` where the store raises it, and SQLite's own
+    'database is locked' / 'database is busy' from code paths that do not translate it."""
+    if isinstance(exc, BUSY_ERRORS[1:]):
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and any(w in str(exc).lower() for w in ("locked", "busy"))
+
+
+def error_body(code: str, message: str, limit: Optional[dict] = None, detail: Any = None) -> dict:
+    """The one JSON shape of every error the service answers: a machine-readable `code`, a `message` for people,
+    the `limit` that was hit (name and value) when one was, and `detail` (the message, or validation details)."""
+    body: dict = {"detail": message if detail is None else detail, "message": message, "code": code}
+    if limit is not None:
+        body["limit"] = limit
+    return body
+
+
+@dataclass
+class LimitExceeded(Exception):
+    """A request over one of the content limits; `name` is the setting (and the JSON `code`)."""
+
+    name: str
+    value: int
+    actual: int
+    status: int = 413
+
+    def __str__(self) -> str:
+        what = {"max_turn_chars": "a turn of {a} characters", "max_turns": "{a} turns",
+                "max_total_chars": "{a} characters in all turns", "max_body_bytes": "a body of {a} bytes",
+                "max_utterance_chars": "an utterance of {a} characters"}[self.name].format(a=self.actual)
+        return f"{what} is over the limit {self.name}={self.value}"
+
+    def body(self) -> dict:
+        return error_body(self.name, str(self), {"name": self.name, "value": self.value})
+
+
+@dataclass(frozen=True)
+class ContentLimits:
+    """What one request may ask the extractor to read. Why: the local extractor embeds every sentence, so cost
+    grows with the characters sent (a 1 MB body of long turns took ~73 s of CPU); these caps bound one request to
+    about a second of work by default. The body-size limit still applies on top."""
+
+    max_turn_chars: int = 4_000
+    max_turns: int = 100
+    max_total_chars: int = 20_000
+    max_utterance_chars: int = 4_000
+
+    def __post_init__(self):
+        for k, v in vars(self).items():
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{k} must be a positive integer, got {v!r}")
+
+    def check_turns(self, texts: Iterable[str]) -> None:
+        """Raise LimitExceeded for the first limit these turns break (turn count, a turn's length, the total)."""
+        texts = list(texts)
+        if len(texts) > self.max_turns:
+            raise LimitExceeded("max_turns", self.max_turns, len(texts))
+        for t in texts:
+            if len(t) > self.max_turn_chars:
+                raise LimitExceeded("max_turn_chars", self.max_turn_chars, len(t))
+        total = sum(map(len, texts))
+        if total > self.max_total_chars:
+            raise LimitExceeded("max_total_chars", self.max_total_chars, total)
+
+    def check_utterance(self, text: str) -> None:
+        if len(text) > self.max_utterance_chars:
+            raise LimitExceeded("max_utterance_chars", self.max_utterance_chars, len(text))
 
 
 class BodySizeLimit:
@@ -22,8 +106,9 @@ class BodySizeLimit:
         self.app, self.max_bytes = app, max_bytes
 
     async def _reject(self, send) -> None:
-        body = json.dumps({"detail": f"request body larger than {self.max_bytes} bytes",
-                           "message": f"request body larger than {self.max_bytes} bytes"}).encode()
+        body = json.dumps(error_body("max_body_bytes", f"request body larger than {self.max_bytes} bytes "
+                                                       f"(limit max_body_bytes={self.max_bytes})",
+                                     {"name": "max_body_bytes", "value": self.max_bytes})).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})

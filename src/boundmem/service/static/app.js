@@ -1,6 +1,8 @@
-// The transparency page: talks only to boundmem's own API with the key the user typed (or passed in the
-// URL fragment, which browsers never send to the server). All stored text is inserted with textContent:
-// a remembered sentence is user input and must never become markup.
+// The transparency page: talks only to boundmem's own API with a personal access token, which names one user and
+// expires (minted by the operator with the tenant key: POST /v1/users/{user}/tokens). The token comes typed in or in
+// the URL fragment (#token=..., which browsers never send to the server) and is dropped from the address bar at
+// once. The tenant API key is refused here: it would open every user of the tenant. All stored text is inserted
+// with textContent: a remembered sentence is user input and must never become markup.
 "use strict";
 
 const state = { key: "", user: "", schema: null, optOuts: [], names: {} };
@@ -100,11 +102,18 @@ async function refresh() {
 }
 
 async function load() {
-  state.key = $("key").value.trim();
-  state.user = $("user").value.trim();
-  if (!state.key || !state.user) { setStatus("Enter your API key and user id.", true); return; }
+  state.key = $("token").value.trim();
+  if (!state.key) { setStatus("Enter your access token.", true); return; }
   setStatus("Loading\u2026");
   try {
+    const me = await api("GET", "/v1/whoami");
+    if (me.kind !== "user") {
+      state.key = "";
+      $("token").value = "";
+      throw new Error("this page takes a personal access token, not the tenant API key");
+    }
+    state.user = me.user;
+    $("who").textContent = me.user + (me.expires_at ? " (access until " + fmtTime(me.expires_at) + ")" : "");
     state.schema = await api("GET", "/v1/schema");
     state.names = {};
     for (const m of state.schema.mains) {
@@ -180,12 +189,10 @@ document.addEventListener("DOMContentLoaded", () => {
   $("connect").addEventListener("submit", (ev) => { ev.preventDefault(); load(); });
   $("export").addEventListener("click", downloadExport);
   $("forget").addEventListener("click", forgetMe);
-  // #key=...&user=... lets an operator hand out a direct link; drop it from the address bar at once
+  // #token=... is the link the API hands out (page_url); drop it from the address bar at once. A key in the
+  // fragment or the query is never read.
   const frag = new URLSearchParams(window.location.hash.slice(1));
-  if (frag.get("key")) $("key").value = frag.get("key");
-  const query = new URLSearchParams(window.location.search);
-  if (query.get("user")) $("user").value = query.get("user"); // the user id may be in the query; the key never should
-  if (frag.get("user")) $("user").value = frag.get("user");
-  if (window.location.hash) history.replaceState(null, "", window.location.pathname + window.location.search);
-  if ($("key").value && $("user").value) load();
+  if (frag.get("token")) $("token").value = frag.get("token");
+  if (window.location.hash || window.location.search) history.replaceState(null, "", window.location.pathname);
+  if ($("token").value) load();
 });
