@@ -253,3 +253,37 @@ def test_every_error_has_the_same_json_shape(client):
         body = r.json()
         assert r.status_code >= 400 and set(body) >= {"detail", "message", "code"}, (r.status_code, body)
         assert isinstance(body["message"], str) and body["message"] and isinstance(body["code"], str)
+
+
+def test_an_embedder_dimension_mismatch_is_409_naming_both_dimensions(tmp_path, schema):
+    """A user whose memory was filled with another embedder: a JSON error that says so, not a bare 500."""
+    from fastapi.testclient import TestClient
+
+    from boundmem.extract.keyword import KeywordExtractor
+    from boundmem.maintain.rules import RuleMaintainer
+    from boundmem.memory import Memory
+    from boundmem.retrieve.embed import HashEmbedder
+    from boundmem.service.app import create_app
+    from boundmem.store import base
+    from boundmem.store.sqlite import SQLiteStore
+
+    if getattr(base, "EmbeddingDimensionError", None) is None:
+        pytest.skip("the store does not raise EmbeddingDimensionError yet")
+    store = SQLiteStore(tmp_path / "dim.db")
+    try:
+        def mem(dim):
+            return Memory(schema=schema, store=store, extractor=KeywordExtractor(), maintainer=RuleMaintainer(),
+                          embedder=HashEmbedder(dim=dim))
+
+        with TestClient(create_app(mem(256), KEYS)) as c:
+            assert c.post(URL, json=conversation("c1", "I love Italian food."), headers=auth(KEY_A)).status_code == 200
+        with TestClient(create_app(mem(128), KEYS)) as c:
+            for r in (c.post("/v1/users/alice/recall", json={"utterance": "Italian food"}, headers=auth(KEY_A)),
+                      c.post(URL, json=conversation("c2", "Please play some Jazz while we drive."), headers=auth(KEY_A))):
+                assert r.status_code == 409, r.text
+                body = r.json()
+                assert body["code"] == "embedding_dimension_mismatch"
+                assert "256" in body["message"] and "128" in body["message"] and "acme" not in r.text
+        assert [p.attribute for p in store.preferences("acme:alice")] == ["Italian"]
+    finally:
+        store.close()

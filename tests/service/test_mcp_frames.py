@@ -88,6 +88,7 @@ MALFORMED = [
     ("tools/call name not a string", _req(10, "tools/call", {"name": 5, "arguments": {}}), -32602, 10),
     ("tools/call arguments not an object", _req(11, "tools/call", {"name": "recall", "arguments": ["x"]}), -32602, 11),
     ("unknown method", _req(12, "memory/dump_everything"), -32601, 12),
+    ("request without an id", json.dumps({"jsonrpc": "2.0", "method": "tools/list"}).encode(), -32600, None),
     ("oversize frame", _req(13, "tools/call", {"name": "recall", "arguments": {"utterance": "x" * (3 * MAX_FRAME)}}),
      -32000, None),
 ]
@@ -102,6 +103,13 @@ def test_every_malformed_frame_gets_a_json_rpc_error_and_the_server_stays_up(raw
         assert reply["error"]["message"], kind
         # still serving, and in step: the next request's reply is the next line
         assert raw.call(f"ping-{n}", "ping") == {"jsonrpc": "2.0", "id": f"ping-{n}", "result": {}}, kind
+
+
+def test_malformed_notifications_are_dropped_without_a_reply(raw):
+    """JSON-RPC never answers a notification, however broken; the next reply must be the ping's."""
+    raw.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": [1]}).encode())
+    raw.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/made_up"}).encode())
+    assert raw.call(99, "ping") == {"jsonrpc": "2.0", "id": 99, "result": {}}
 
 
 def test_a_frame_just_under_the_limit_is_served(raw):

@@ -27,13 +27,13 @@ from ..extract.base import ExtractionError
 from ..memory import Memory
 from ..models import AuditEntry, Candidate, Conversation, Decision, Preference, Turn, UserExport
 from ..schema.model import CategoryPath, Schema, UnknownCategoryError
+from ..store import base as store_base
 from ..store.base import NotFoundError
 from ..user_id import RULE as USER_ID_RULE
 from ..user_id import USER_ID_PATTERN, check_user_id, namespaced
 from .auth import KeyRing
-from .limits import (DEFAULT_BURST, DEFAULT_MAX_BODY_BYTES, DEFAULT_RATE, STORE_BUSY_RETRY_AFTER, BodySizeLimit,
-                     ContentLimits, LimitExceeded, RateLimiter, error_body)
-from .limits import BUSY_ERRORS, is_store_busy
+from .limits import (BUSY_ERRORS, DEFAULT_BURST, DEFAULT_MAX_BODY_BYTES, DEFAULT_RATE, BodySizeLimit, ContentLimits,
+                     LimitExceeded, RateLimiter, dimension_error, error_body, is_store_busy, retry_after)
 from .tokens import TokenError, TokenIssuer, looks_like_token
 
 STATIC = FsPath(__file__).parent / "static"
@@ -192,7 +192,7 @@ class Subject:
 
 _DEFAULT = object()
 _CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-          413: "too_large", 422: "invalid_request", 429: "rate_limited", 502: "extraction_failed", 503: "store_busy"}
+          409: "conflict", 413: "too_large", 422: "invalid_request", 429: "rate_limited", 502: "extraction_failed", 503: "store_busy"}
 
 
 def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
@@ -215,7 +215,7 @@ def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
                                                       "`Authorization: Bearer KEY-OR-TOKEN`.")
     # FastAPIOffline serves Swagger UI / ReDoc from the package, not a CDN: the API docs work on a car's or a
     # plant's network that reaches nothing outside
-    errors = {c: {"model": ErrorOut} for c in (401, 403, 413, 422, 429, 503)}
+    errors = {c: {"model": ErrorOut} for c in (401, 403, 409, 413, 422, 429, 503)}
     app = FastAPIOffline(title="boundmem", version="1",
                   description="Bounded long-term memory: only the categories a user agreed to, all of it visible, "
                               "forgotten on request.", responses=errors)
@@ -241,13 +241,19 @@ def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
     async def _busy(request: Request, exc: Exception):
         if not is_store_busy(exc):
             return JSONResponse(status_code=500, content=error_body("internal_error", "internal error"))
-        wait = int(getattr(exc, "retry_after", None) or STORE_BUSY_RETRY_AFTER)
+        wait = retry_after(exc)
         return JSONResponse(status_code=503, headers={"Retry-After": str(wait)},
                             content=error_body("store_busy", f"the store is busy with another writer; nothing was "
                                                              f"changed, retry in {wait} s"))
 
     for cls in BUSY_ERRORS:
         app.add_exception_handler(cls, _busy)
+
+    async def _dimension(request: Request, exc: Exception):
+        return JSONResponse(status_code=409, content=error_body("embedding_dimension_mismatch", dimension_error(exc)))
+
+    if getattr(store_base, "EmbeddingDimensionError", None) is not None:
+        app.add_exception_handler(store_base.EmbeddingDimensionError, _dimension)
 
     # --- dependencies --------------------------------------------------------------------------
     def principal(cred: Annotated[Optional[HTTPAuthorizationCredentials], Depends(bearer)]) -> Principal:

@@ -8,6 +8,7 @@ bodies, so a lying or missing Content-Length does not get past it. At most `max_
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import threading
 import time
@@ -36,6 +37,25 @@ def is_store_busy(exc: BaseException) -> bool:
     if isinstance(exc, BUSY_ERRORS[1:]):
         return True
     return isinstance(exc, sqlite3.OperationalError) and any(w in str(exc).lower() for w in ("locked", "busy"))
+
+
+def dimension_error(exc: BaseException) -> Optional[str]:
+    """If `exc` is the store's EmbeddingDimensionError, a message naming both dimensions (and no store user id,
+    which would show the tenant namespace); else None."""
+    from ..store import base
+
+    cls = getattr(base, "EmbeddingDimensionError", None)
+    if cls is None or not isinstance(exc, cls):
+        return None
+    stored, got = getattr(exc, "stored", "?"), getattr(exc, "got", "?")
+    return (f"embedding dimension mismatch: this user's memory holds {stored}-d embeddings, this server's embedder "
+            f"gives {got}-d vectors; the memory was filled with another embedder (nothing was changed)")
+
+
+def retry_after(exc: BaseException) -> int:
+    """Whole seconds for a Retry-After header: the store's hint, rounded up, or the default."""
+    hint = getattr(exc, "retry_after", None)
+    return max(1, math.ceil(hint)) if isinstance(hint, (int, float)) and hint > 0 else STORE_BUSY_RETRY_AFTER
 
 
 def error_body(code: str, message: str, limit: Optional[dict] = None, detail: Any = None) -> dict:

@@ -36,7 +36,8 @@ from ..memory import Memory
 from ..models import Conversation, Turn
 from ..store.base import NotFoundError
 from ..user_id import check_user_id, namespaced
-from .limits import DEFAULT_MAX_BODY_BYTES, STORE_BUSY_RETRY_AFTER, ContentLimits, LimitExceeded, is_store_busy
+from .limits import (DEFAULT_MAX_BODY_BYTES, ContentLimits, LimitExceeded, dimension_error, is_store_busy,
+                     retry_after)
 from .tokens import TokenError, TokenIssuer
 
 MemorySource = Union[Memory, Callable[[], Memory]]
@@ -117,7 +118,10 @@ def _refusals(fn: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as e:
             if is_store_busy(e):
                 raise ToolError(f"the store is busy with another writer; nothing was changed, retry in "
-                                f"{STORE_BUSY_RETRY_AFTER} s") from e
+                                f"{retry_after(e)} s") from e
+            msg = dimension_error(e)
+            if msg:
+                raise ToolError(msg) from e
             raise
     return wrapper
 
@@ -228,8 +232,12 @@ def check_frame(line: bytes) -> tuple[Optional[dict], Optional[dict]]:
     if not isinstance(method, str):
         return None, _error(id_, INVALID_REQUEST, "invalid request: 'method' must be a string")
     params = msg.get("params", {})
-    if not has_id:   # a notification: pass on well-formed ones, drop the rest (nothing to answer)
-        return (msg, None) if isinstance(params, dict) and method.startswith("notifications/") else (None, None)
+    if not has_id:
+        if not method.startswith("notifications/"):
+            return None, _error(None, INVALID_REQUEST, f"invalid request: {method!r} needs an 'id' (only "
+                                                       "notifications/* go without one)")
+        # a notification: pass it on if well-formed; never answered, so a malformed one is dropped
+        return (msg, None) if isinstance(params, dict) else (None, None)
     if method not in METHODS:
         return None, _error(id_, METHOD_NOT_FOUND, f"method not found: {method!r}")
     if not isinstance(params, dict):
