@@ -29,9 +29,12 @@ def _free_port() -> int:
 def test_serve_starts_uvicorn_with_the_keys_file(tmp_path):
     keys = tmp_path / "keys.toml"
     keys.write_text(f'[keys]\n"{KEY_A}" = "acme"\n')
+    secret = tmp_path / "token.secret"
+    secret.write_text("x" * 44 + "\n")
     port = _free_port()
     proc = subprocess.Popen([*CLI, "--db", str(tmp_path / "s.db"), "--keys", str(keys), "--host", "127.0.0.1",
-                             "--port", str(port), "--extractor", "keyword", "--maintainer", "rules", "--embedder", "hash"],
+                             "--port", str(port), "--extractor", "keyword", "--maintainer", "rules", "--embedder", "hash",
+                             "--token-secret-file", str(secret), "--token-state", str(tmp_path / "tokens.db")],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -54,6 +57,15 @@ def test_serve_starts_uvicorn_with_the_keys_file(tmp_path):
         assert [(p["attribute"], p["sentence"]) for p in r.json()["preferences"]] == [("Italian", "I love Italian food.")]
         assert httpx.get(f"{base}/v1/schema", headers={"Authorization": f"Bearer {KEY_B}"}).status_code == 401
         assert httpx.get(f"{base}/ui").status_code == 200
+        # a user token minted by this server, signed with the secret file: alice only, and its link holds no key
+        minted = httpx.post(f"{base}/v1/users/alice/tokens", headers=h).json()
+        assert minted["page_url"].startswith(f"{base}/ui#token=") and KEY_A not in minted["page_url"]
+        from boundmem.service.tokens import Generations, TokenIssuer
+
+        assert TokenIssuer(secret.read_bytes().strip(), Generations(tmp_path / "tokens.db")).verify(minted["token"]).user == "alice"
+        t = {"Authorization": f"Bearer {minted['token']}"}
+        assert httpx.get(f"{base}/v1/users/alice/preferences", headers=t).status_code == 200
+        assert httpx.get(f"{base}/v1/users/bob/preferences", headers=t).status_code == 403
     finally:
         proc.terminate()
         proc.wait(15)
@@ -119,3 +131,17 @@ def test_the_same_key_twice_is_an_error_naming_both_entries(tmp_path, name, cont
     assert KEY_A not in str(e.value)   # the error names entries, never the secret
     r = CliRunner().invoke(serve_app, ["--keys", str(f), "--db", str(tmp_path / "x.db")])
     assert r.exit_code == 2 and needles[0] in r.stderr
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--token-secret-file", "SHORT"], "at least 32 bytes"),
+    (["--token-secret-file", "MISSING"], "cannot read token secret"),
+    (["--token-ttl", "600", "--token-max-ttl", "60"], "--token-ttl"),
+])
+def test_bad_token_settings_are_refused(tmp_path, extra, needle):
+    keys = tmp_path / "k.json"
+    keys.write_text(json.dumps({KEY_A: "acme"}))
+    (tmp_path / "SHORT").write_text("too short")
+    extra = [str(tmp_path / e) if e in ("SHORT", "MISSING") else e for e in extra]
+    r = CliRunner().invoke(serve_app, ["--keys", str(keys), "--db", str(tmp_path / "x.db"), *extra])
+    assert r.exit_code == 2 and needle in r.stderr, r.stderr

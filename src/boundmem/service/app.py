@@ -8,6 +8,7 @@ namespaced id, so no endpoint ever handles a raw store id taken from the request
 embed text; Starlette runs them in its thread pool.
 """
 
+import logging
 import math
 import threading
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from .limits import (BUSY_ERRORS, DEFAULT_BURST, DEFAULT_MAX_BODY_BYTES, DEFAULT
                      LimitExceeded, RateLimiter, dimension_error, error_body, is_store_busy, retry_after)
 from .tokens import TokenError, TokenIssuer, looks_like_token
 
+log = logging.getLogger("boundmem.service")
 STATIC = FsPath(__file__).parent / "static"
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
             "form-action 'none'; frame-ancestors 'none'; base-uri 'none'")
@@ -240,6 +242,7 @@ def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
 
     async def _busy(request: Request, exc: Exception):
         if not is_store_busy(exc):
+            log.error("store error on %s %s", request.method, request.url.path, exc_info=exc)
             return JSONResponse(status_code=500, content=error_body("internal_error", "internal error"))
         wait = retry_after(exc)
         return JSONResponse(status_code=503, headers={"Retry-After": str(wait)},
