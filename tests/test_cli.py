@@ -46,7 +46,9 @@ def test_ingest_list_export_optout_forget(tmp_path):
     assert run("prefs", "export", "-u", "al", "--db", db, "-o", out).exit_code == 0
     exp = json.loads(out.read_text())
     assert exp["opt_outs"] == ["entertainment_and_media/music"] and len(exp["preferences"]) == 1
-    assert any(a["op"] == "delete" and a["before"]["attribute"] == "Jazz" for a in exp["audit"])
+    # the purge is audited, but the purged preference is erased from the log too (issue 11)
+    assert any(a["op"] == "delete" and a["category"] == "entertainment_and_media/music/favorite_genres" for a in exp["audit"])
+    assert "Jazz" not in out.read_text()
     # re-ingesting the music conversation stores nothing there now
     run("ingest", f, "-u", "al", "--db", db, *FAST)
     assert [p["attribute"] for p in json.loads(run("prefs", "list", "-u", "al", "--db", db, "--json").output)] == ["Italian"]

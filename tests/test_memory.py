@@ -178,3 +178,38 @@ def test_concurrent_write_between_decision_and_commit_is_seen(tmp_path, schema, 
     r = m.add(conv(), "u")
     assert [d.action for d in r.decisions] == ["pass"]  # re-decided under the lock: no duplicate
     assert [p.conversation_id for p in m.preferences("u")] == ["concurrent"]
+
+
+# --- issue 11: consent outlives forget; the embedder's dimension is checked at write time --------------------
+def test_an_opt_out_survives_forget_and_only_opt_in_lifts_it(mem):
+    mem.extractor.next = [Candidate(path=CUISINE, attribute="Italian", sentence="I love Italian food")]
+    mem.add(conv("c1"), "u")
+    mem.opt_out("u", "Restaurant")
+    assert mem.forget("u") == 0  # the opt-out had purged the only preference
+    assert mem.store.opt_outs("u") == ["points_of_interest/restaurant"]
+    r = mem.add(conv("c2"), "u")  # a conversation in that category after forget: nothing stored
+    assert r.decisions == [] and [c.attribute for c in r.blocked] == ["Italian"]
+    assert mem.preferences("u") == [] and not mem.extractor.seen_schemas[-1].allows(CUISINE)
+    assert mem.opt_in("u", "Restaurant") is True
+    assert [d.action for d in mem.add(conv("c3"), "u").decisions] == ["insert"]
+
+
+def test_another_embedders_dimension_is_refused_at_write_time_naming_both(tmp_path, schema, hash_embedder):
+    from boundmem.retrieve.embed import HashEmbedder
+    from boundmem.store.base import EmbeddingDimensionError
+
+    store = SQLiteStore(tmp_path / "m.db")
+    first = Memory(schema=schema, store=store, extractor=ScriptedExtractor(), maintainer=RuleMaintainer(),
+                   embedder=hash_embedder)
+    first.extractor.next = [Candidate(path=CUISINE, attribute="Italian", sentence="I love Italian food")]
+    first.add(conv("c1"), "alice")
+    other = Memory(schema=schema, store=store, extractor=ScriptedExtractor(), maintainer=RuleMaintainer(),
+                   embedder=HashEmbedder(dim=64))
+    other.extractor.next = [Candidate(path=TEMP, attribute="21", sentence="21 degrees please")]
+    with pytest.raises(EmbeddingDimensionError, match="stored 256, given 64"):
+        other.add(conv("c2"), "bob")  # a new user too: the store's dimension, not the user's
+    assert other.preferences("bob") == [] and store.audit("bob") == []
+    with pytest.raises(EmbeddingDimensionError, match="stored 256, given 64"):
+        other.recall("Italian food", "alice")
+    assert [h.preference.attribute for h in first.recall("Italian food", "alice")] == ["Italian"]
+    store.close()

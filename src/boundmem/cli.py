@@ -21,6 +21,8 @@ schema_app = typer.Typer(help="Show and validate category schemas.", no_args_is_
 prefs_app = typer.Typer(help="What is stored for a user: list, export, delete, forget.", no_args_is_help=True)
 app.add_typer(schema_app, name="schema")
 app.add_typer(prefs_app, name="prefs")
+audit_app = typer.Typer(help="Check the audit log's hash chains.", no_args_is_help=True)
+app.add_typer(audit_app, name="audit")
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
 
@@ -46,9 +48,41 @@ EMBEDDER = typer.Option(os.environ.get("BOUNDMEM_EMBEDDER", "minilm"), "--embedd
                         help="minilm (or minilm-onnx, minilm-torch: same vectors) | openai | hash (env BOUNDMEM_EMBEDDER); must match what the store was filled with.")
 
 
+TENANT = typer.Option(None, "--tenant", help="API tenant (or MCP --tenant) of the user: users created through the HTTP "
+                      "API or an MCP server are stored as TENANT:USER.")
+
+
 def _fail(msg: str, code: int = 2):
     err.print(f"[red]error:[/red] {msg}")
     raise typer.Exit(code)
+
+
+def _sid(user: str, tenant: Optional[str]) -> str:
+    """The store's id of a user: USER, or TENANT:USER with --tenant (the API's and MCP's namespace)."""
+    if tenant is None:
+        return user
+    from .service.auth import namespaced
+
+    try:
+        return namespaced(tenant, user)
+    except ValueError as e:
+        _fail(str(e))
+
+
+def _existing(store, db: str, user: str, tenant: Optional[str]) -> str:
+    """The store id of a user the store holds; anything else is an error naming the user (never "0 erased")."""
+    sid = _sid(user, tenant)
+    if store.has_user(sid):
+        return sid
+    why = f"no user {sid!r} in {db}"
+    if store.audit(sid):
+        why += " (that user was forgotten; nothing is held)"
+    elif tenant is None:
+        near = [u for u in store.users() if u.endswith(f":{user}")]
+        if near:
+            why += (" (users created through the API are stored as TENANT:USER; did you mean "
+                    + " or ".join(f"--tenant {u.rsplit(':', 1)[0]}" for u in near[:3]) + "?)")
+    _fail(why)
 
 
 def _schema(path: Optional[Path]):
@@ -140,21 +174,24 @@ def recall(utterance: str, user: str = USER, db: str = DB, schema: Optional[Path
 
 
 @app.command("opt-out")
-def opt_out(category: str, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA):
-    """Stop remembering a category (main, sub or detail; key, name or path) and purge what is stored there."""
+def opt_out(category: str, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA, tenant: Optional[str] = TENANT):
+    """Stop remembering a category (main, sub or detail; key, name or path) and purge what is stored there.
+
+    The opt-out is kept apart from the user's data: it outlives `prefs forget`; only `opt-in` lifts it."""
     mem = _memory(db, schema)
     try:
-        purged = mem.opt_out(user, category)
+        purged = mem.opt_out(_sid(user, tenant), category)
     except UnknownCategoryError as e:
         _fail(str(e))
     console.print(f"opted out of {mem.schema.resolve_prefix(category)}; purged {len(purged)} preference(s)")
 
 
 @app.command("opt-in")
-def opt_in(category: str, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA):
+def opt_in(category: str, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA, tenant: Optional[str] = TENANT):
+    """Lift an opt-out: the category may be remembered again."""
     mem = _memory(db, schema)
     try:
-        changed = mem.opt_in(user, category)
+        changed = mem.opt_in(_sid(user, tenant), category)
     except UnknownCategoryError as e:
         _fail(str(e))
     console.print("opted back in" if changed else "was not opted out")
@@ -198,9 +235,11 @@ def prefs_list(user: str = USER, db: str = DB, as_json: bool = typer.Option(Fals
 
 
 @prefs_app.command("export")
-def prefs_export(user: str = USER, db: str = DB, out: Optional[Path] = typer.Option(None, "--out", "-o")):
+def prefs_export(user: str = USER, db: str = DB, out: Optional[Path] = typer.Option(None, "--out", "-o"),
+                 tenant: Optional[str] = TENANT):
     """Everything held about a user (preferences, opt-outs, audit log) as JSON."""
-    data = _store(db).export(user).model_dump_json(indent=2)
+    store = _store(db)
+    data = store.export(_existing(store, db, user, tenant)).model_dump_json(indent=2)
     if out:
         out.write_text(data)
         console.print(f"wrote {out}")
@@ -209,10 +248,12 @@ def prefs_export(user: str = USER, db: str = DB, out: Optional[Path] = typer.Opt
 
 
 @prefs_app.command("delete")
-def prefs_delete(pref_id: str, user: str = USER, db: str = DB):
+def prefs_delete(pref_id: str, user: str = USER, db: str = DB, tenant: Optional[str] = TENANT):
+    """Delete one preference (by id or a unique id prefix); it is erased from the audit log too."""
     from .store.base import NotFoundError
 
     store = _store(db)
+    user = _existing(store, db, user, tenant)
     matches = [p for p in store.preferences(user) if p.id.startswith(pref_id)]
     if len(matches) != 1:
         _fail(f"{'no' if not matches else 'ambiguous'} preference id {pref_id!r} for user {user!r}")
@@ -224,12 +265,33 @@ def prefs_delete(pref_id: str, user: str = USER, db: str = DB):
 
 
 @prefs_app.command("forget")
-def prefs_forget(user: str = USER, db: str = DB, yes: bool = typer.Option(False, "--yes", help="Do not ask.")):
-    """Erase everything stored about a user; the erasure itself is recorded."""
-    if not yes and not typer.confirm(f"Erase all memory of {user}?"):
+def prefs_forget(user: str = USER, db: str = DB, yes: bool = typer.Option(False, "--yes", help="Do not ask."),
+                 tenant: Optional[str] = TENANT):
+    """Erase everything stored about a user (the id is pseudonymised); the erasure itself is recorded, opt-outs stay."""
+    store = _store(db)
+    sid = _existing(store, db, user, tenant)
+    if not yes and not typer.confirm(f"Erase all memory of {sid}?"):
         raise typer.Exit(1)
-    n = _store(db).forget(user, cause="user asked to be forgotten (cli)")
-    console.print(f"forgot {user}: {n} preference(s) erased")
+    n = store.forget(sid, cause="user asked to be forgotten (cli)")
+    console.print(f"forgot {sid}: {n} preference(s) erased")
+
+
+# --- audit ------------------------------------------------------------------------------------
+@audit_app.command("verify")
+def audit_verify(user: Optional[str] = typer.Option(None, "--user", "-u", help="Only this user (default: every user)."),
+                 db: str = DB, tenant: Optional[str] = TENANT):
+    """Recompute the audit log's per-user hash chains. Exit 0 if intact, 1 naming the first broken entry."""
+    store = _store(db)
+    sid = None
+    if user is not None:
+        sid = _sid(user, tenant)
+        if not store.has_user(sid) and not store.audit(sid):
+            _fail(f"no user {sid!r} in {db}")
+    check = store.verify_audit(sid)
+    if not check.ok:
+        err.print(f"[red]audit log broken[/red]: user {check.user!r}, entry seq {check.seq}: {check.reason}")
+        raise typer.Exit(1)
+    console.print(f"audit log ok: {check.entries} entries of {check.users} user(s), every chain intact")
 
 
 # --- demo -------------------------------------------------------------------------------------

@@ -73,6 +73,13 @@ class Decision(BaseModel):
 
 
 class AuditEntry(BaseModel):
+    """One entry of a user's audit log. `seq` counts this user's entries only (1, 2, ...).
+
+    Entries whose content was erased (a deleted preference, an opt-out purge, forget) keep what was done (`op`),
+    when (`at`), to which category, why (`why`, content-free) and `content_hash`, a salted hash of the erased
+    before/after/cause; `before`/`after` are null and `cause` is "erased". `hash` chains the entry to the previous
+    one (`prev_hash`) over its metadata and content hash, so erasing a payload never breaks the chain."""
+
     model_config = ConfigDict(frozen=True)
 
     seq: int
@@ -83,6 +90,11 @@ class AuditEntry(BaseModel):
     after: Optional[dict[str, Any]] = None
     cause: str = ""
     at: datetime
+    category: Optional[str] = None
+    why: str = ""
+    content_hash: Optional[str] = None
+    prev_hash: Optional[str] = None
+    hash: Optional[str] = None
 
 
 class RecallHit(BaseModel):

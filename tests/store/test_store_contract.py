@@ -13,7 +13,7 @@ import pytest
 
 from boundmem.models import UserExport
 from boundmem.schema.model import CategoryPath
-from boundmem.store.base import NotFoundError, OptedOutError, Store, StoreError
+from boundmem.store.base import EmbeddingDimensionError, NotFoundError, OptedOutError, Store, StoreError
 
 DIM = 8
 MUSIC = CategoryPath(main="entertainment", sub="music", detail="genre")
@@ -49,22 +49,30 @@ def test_insert_replace_delete_are_audited_with_before_after_and_cause(store):
     assert q.created_at == p.created_at and q.updated_at >= p.updated_at
     assert store.preferences("u") == [q]
 
+    live = store.audit("u")
+    assert [a.op for a in live] == ["insert", "update"]
+    assert [a.cause for a in live] == ["insert from conversation c1", "update from conversation c2"]
+    ins, upd = live
+    assert ins.before is None and ins.after["attribute"] == "jazz" and ins.after["id"] == p.id
+    assert upd.before["attribute"] == "jazz" and upd.after["attribute"] == "rock"
+    assert upd.before["sentence"] == "I like jazz." and upd.after["sentence"] == "Rock now."
+
     gone = store.delete("u", p.id, cause="deleted by user")
     assert gone == q
     assert store.preferences("u") == []
     with pytest.raises(NotFoundError):
         store.get("u", p.id)
 
+    # deleting a preference erases it from the audit log too: what was done, when, where, why and a hash remain
     log = store.audit("u")
     assert [a.op for a in log] == ["insert", "update", "delete"]
-    assert [a.cause for a in log] == ["insert from conversation c1", "update from conversation c2", "deleted by user"]
-    assert all(a.preference_id == p.id and a.user == "u" for a in log)
-    ins, upd, dele = log
-    assert ins.before is None and ins.after["attribute"] == "jazz" and ins.after["id"] == p.id
-    assert upd.before["attribute"] == "jazz" and upd.after["attribute"] == "rock"
-    assert upd.before["sentence"] == "I like jazz." and upd.after["sentence"] == "Rock now."
-    assert dele.before["attribute"] == "rock" and dele.after is None
-    assert ins.seq < upd.seq < dele.seq
+    assert all(a.preference_id == p.id and a.user == "u" and a.category == str(MUSIC) for a in log)
+    assert all(a.before is None and a.after is None and a.cause == "erased" for a in log)
+    assert [a.why for a in log] == ["learned from a conversation", "updated from a conversation", "deleted on request"]
+    assert [a.seq for a in log] == [1, 2, 3]
+    assert [(a.content_hash, a.hash) for a in log[:2]] == [(a.content_hash, a.hash) for a in live]
+    assert "jazz" not in store.export("u").model_dump_json() and "Rock" not in store.export("u").model_dump_json()
+    assert store.verify_audit("u").ok
 
 
 def test_note_records_a_decision_without_changing_preferences(store):
@@ -177,9 +185,12 @@ def test_bad_embeddings_are_refused_before_anything_is_written(store):
     with pytest.raises(StoreError, match="8-d"):  # a different embedder's dimension
         add(store, "u", MUSIC, "rock", vec=e(0, dim=16))
     assert (store.preferences("u"), store.audit("u")) == before
-    # another user may use another dimension: the dimension belongs to one user's memory
-    add(store, "v", MUSIC, "rock", vec=e(3, dim=16))
-    assert store.vectors("v")[1].shape == (1, 16)
+    # the dimension belongs to the store: another user's first write with another embedder is refused too,
+    # naming both dimensions (instead of a store where half the users can no longer recall)
+    with pytest.raises(EmbeddingDimensionError, match="stored 8, given 16") as err:
+        add(store, "v", MUSIC, "rock", vec=e(3, dim=16))
+    assert (err.value.stored, err.value.got) == (8, 16)
+    assert store.preferences("v") == [] and store.embedding_dim() == 8
 
 
 def test_search_is_cosine_top_k_and_respects_exclusions(store):
@@ -207,8 +218,10 @@ def test_search_is_cosine_top_k_and_respects_exclusions(store):
 
 def test_search_with_a_query_of_another_dimension_is_a_clear_error(store):
     add(store, "u", MUSIC, "jazz", vec=e(0))
-    with pytest.raises(StoreError, match="different embedder"):
+    with pytest.raises(EmbeddingDimensionError, match="different embedder"):
         store.search("u", e(0, dim=16), k=3)
+    with pytest.raises(EmbeddingDimensionError, match="stored 8, given 16"):  # also for a user with nothing stored
+        store.search("nobody", e(0, dim=16), k=3)
 
 
 def test_preferences_filter_by_prefix(store):
@@ -236,7 +249,9 @@ def test_opt_out_purges_with_audit_and_blocks_later_writes(store):
     assert log[0].op == "opt_out" and log[0].after == {"prefix": "entertainment/music"}
     assert log[0].cause == "user opted out of entertainment/music"
     assert {(a.op, a.preference_id) for a in log[1:]} == {("delete", jazz.id), ("delete", fm4.id)}
-    assert all(a.before is not None and "entertainment/music" in a.cause for a in log[1:])
+    assert all(a.before is None and a.cause == "erased" and "entertainment/music" in a.why for a in log[1:])
+    assert {a.category for a in log[1:]} == {str(MUSIC), str(RADIO)}
+    assert "jazz" not in store.export("u").model_dump_json() and "fm4" not in store.export("u").model_dump_json()
 
     # later writes into the opted-out category are refused, and nothing of them is written
     n_audit = len(store.audit("u"))
@@ -295,7 +310,7 @@ def test_users_are_isolated(store):
     store.forget("alice", cause="x")
     assert store.preferences("bob") == [b, b2]
     assert [x.op for x in store.audit("bob")] == ["insert", "insert"] and store.audit("bob")[0].after["attribute"] == "jazz"
-    assert store.users() == ["alice", "bob"]
+    assert store.users() == ["bob"]  # alice was forgotten: her id is gone (pseudonymised)
 
 
 # --- export and forget -----------------------------------------------------------------------
@@ -325,10 +340,11 @@ def test_forget_erases_content_and_records_the_erasure(store):
 
     n = store.forget("u", cause="user asked to be forgotten")
     assert n == 1
-    assert store.preferences("u") == [] and store.opt_outs("u") == [] and store.vectors("u")[0] == []
+    assert store.preferences("u") == [] and store.vectors("u")[0] == []
+    assert store.opt_outs("u") == ["poi/restaurant"]  # consent outlives forget
     ex = store.export("u")
     dumped = ex.model_dump_json()
-    for s in secret + ["poi/restaurant"]:
+    for s in secret:
         assert s not in dumped, s
     log = store.audit("u")
     assert log[-1].op == "forget" and log[-1].cause == "user asked to be forgotten"
@@ -336,12 +352,17 @@ def test_forget_erases_content_and_records_the_erasure(store):
     # the history's shape survives (what happened, when), not its content
     assert [a.op for a in log[:-1]] == ["insert", "update", "pass", "opt_out"]
     assert all(a.before is None and a.after is None and a.cause == "erased" for a in log[:-1])
+    assert [a.category for a in log[:-1]] == [str(MUSIC), str(MUSIC), str(MUSIC), "poi/restaurant"]
+    assert [a.seq for a in log] == [1, 2, 3, 4, 5]
+    assert store.verify_audit("u").ok and store.verify_audit().ok
+    assert not store.has_user("u") and "u" not in store.users()
     # the other user keeps everything
     assert store.preferences("other") == [keep]
     assert "Zanzibar-jazz" in json.dumps(store.export("other").model_dump(mode="json"))
-    # a forgotten user may start again
+    # a forgotten user may start again; the chain goes on
     add(store, "u", MUSIC, "jazz")
     assert [p.attribute for p in store.preferences("u")] == ["jazz"]
+    assert store.has_user("u") and store.audit("u")[-1].seq == 6 and store.verify_audit("u").ok
 
 
 def test_forget_unknown_user_records_erasure_of_nothing(store):

@@ -128,15 +128,31 @@ def test_a_dropped_connection_is_replaced_transparently(pg_url):
     s.close()
 
 
-def test_embedding_column_takes_any_dimension_per_user(pg_url):
+def test_embedding_column_takes_any_dimension_per_store(pg_url, pg_admin_url):
+    """No fixed column dimension: each database (here: schema) takes its embedder's; within one, a second
+    embedder is refused at its first write, naming both dimensions."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    from boundmem.store.base import EmbeddingDimensionError
+
     s = PostgresStore(pg_url)
     add(s, "minilm-user", "jazz", dim=384)
-    add(s, "hash-user", "jazz", dim=256)
-    assert s.vectors("minilm-user")[1].shape == (1, 384)
-    assert s.vectors("hash-user")[1].shape == (1, 256)
-    hits = s.search("hash-user", np.ones(256), k=1)
-    assert hits[0][1] == pytest.approx(1.0, abs=1e-5)
+    with pytest.raises(EmbeddingDimensionError, match="stored 384, given 256"):
+        add(s, "hash-user", "jazz", dim=256)
+    assert s.vectors("minilm-user")[1].shape == (1, 384) and s.embedding_dim() == 384
     s.close()
+    with psycopg.connect(pg_admin_url, autocommit=True) as con:
+        con.execute(f'CREATE SCHEMA "{os.getpid()}_hash"')
+    t = PostgresStore(make_conninfo(pg_admin_url, options=f"-csearch_path={os.getpid()}_hash,public"))
+    try:
+        add(t, "hash-user", "jazz", dim=256)
+        hits = t.search("hash-user", np.ones(256), k=1)
+        assert hits[0][1] == pytest.approx(1.0, abs=1e-5)
+    finally:
+        t.close()
+        with psycopg.connect(pg_admin_url, autocommit=True) as con:
+            con.execute(f'DROP SCHEMA "{os.getpid()}_hash" CASCADE')
 
 
 def test_connections_are_bounded_by_the_pool(pg_url, pg_admin_url):
@@ -188,3 +204,50 @@ def test_connections_are_bounded_by_the_pool(pg_url, pg_admin_url):
 def test_max_connections_must_be_positive(pg_url):
     with pytest.raises(ValueError, match="max_connections"):
         PostgresStore(pg_url, max_connections=0)
+
+
+def test_tables_from_before_the_audit_chain_are_migrated(pg_url):
+    """The DDL of the previous release, a few rows in it, then the current store opened on it."""
+    import json
+
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    old = [
+        "CREATE TABLE users (id text PRIMARY KEY, created_at timestamptz NOT NULL)",
+        """CREATE TABLE preferences (seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+          id text PRIMARY KEY, user_id text NOT NULL, main text NOT NULL, sub text NOT NULL, detail text NOT NULL,
+          attribute text NOT NULL, sentence text NOT NULL, conversation_id text,
+          created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, embedding vector NOT NULL)""",
+        "CREATE TABLE opt_outs (user_id text NOT NULL, prefix text NOT NULL, at timestamptz NOT NULL, PRIMARY KEY (user_id, prefix))",
+        """CREATE TABLE audit (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, user_id text NOT NULL, op text NOT NULL,
+          preference_id text, before jsonb, after jsonb, cause text NOT NULL, at timestamptz NOT NULL)""",
+        "CREATE INDEX audit_user ON audit(user_id, seq)",
+        """CREATE FUNCTION boundmem_audit_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'audit log is append-only'; END $$""",
+        "CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE ON audit FOR EACH ROW EXECUTE FUNCTION boundmem_audit_guard()",
+    ]
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        for stmt in old:
+            con.execute(stmt)
+        con.execute("INSERT INTO users VALUES ('u', now())")
+        con.execute("INSERT INTO opt_outs VALUES ('u', 'poi', now())")
+        after = {"id": "p1", "path": {"main": "entertainment", "sub": "music", "detail": "genre"}, "attribute": "jazz"}
+        con.execute("INSERT INTO audit(user_id, op, preference_id, after, cause, at) VALUES ('u','insert','p1',%s,'c1',now())",
+                    (Jsonb(after),))
+        con.execute("INSERT INTO audit(user_id, op, after, cause, at) VALUES ('u','opt_out',%s,'x',now())",
+                    (Jsonb({"prefix": "poi"}),))
+    s = PostgresStore(pg_url)
+    try:
+        assert s.opt_outs("u") == ["poi"]
+        assert [(a.seq, a.op, a.category) for a in s.audit("u")] == [(1, "insert", "entertainment/music/genre"),
+                                                                    (2, "opt_out", "poi")]
+        assert s.audit("u")[0].after == json.loads(json.dumps(after)) and s.verify_audit().ok
+        add(s, "u", "rock")
+        assert s.audit("u")[-1].seq == 3 and s.verify_audit("u").ok
+        with psycopg.connect(pg_url, autocommit=True) as con:
+            with pytest.raises(psycopg.Error, match="append-only"):
+                con.execute("DELETE FROM audit")
+            assert con.execute("SELECT to_regclass('audit_v1'), to_regclass('opt_outs_v1')").fetchone() == (None, None)
+    finally:
+        s.close()

@@ -47,7 +47,7 @@ def test_audit_delete_fails_even_with_raw_sql(tmp_path):
     add(s, "u", "jazz")
     con = sqlite3.connect(tmp_path / "a.db")
     with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-        con.execute("DELETE FROM audit WHERE user='u'")
+        con.execute("DELETE FROM audit")
     con.close()
     assert len(s.audit("u")) == 1
 
@@ -79,4 +79,61 @@ def test_store_reopens_after_close(tmp_path):
     p = add(s, "u", "jazz")
     s.close()
     assert s.preferences("u") == [p]  # a closed store reconnects lazily instead of failing
+    s.close()
+
+
+_V1_DDL = """
+CREATE TABLE users (id TEXT PRIMARY KEY, created_at TEXT NOT NULL);
+CREATE TABLE preferences (
+  id TEXT PRIMARY KEY, user TEXT NOT NULL, main TEXT NOT NULL, sub TEXT NOT NULL, detail TEXT NOT NULL,
+  attribute TEXT NOT NULL, sentence TEXT NOT NULL, conversation_id TEXT,
+  created_at TEXT NOT NULL, updated_at TEXT NOT NULL, embedding BLOB NOT NULL);
+CREATE INDEX preferences_user ON preferences(user, main, sub, detail);
+CREATE TABLE opt_outs (user TEXT NOT NULL, prefix TEXT NOT NULL, at TEXT NOT NULL, PRIMARY KEY (user, prefix));
+CREATE TABLE audit (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, user TEXT NOT NULL, op TEXT NOT NULL, preference_id TEXT,
+  before TEXT, after TEXT, cause TEXT NOT NULL, at TEXT NOT NULL);
+CREATE INDEX audit_user ON audit(user, seq);
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit BEGIN SELECT RAISE(ABORT, 'audit log is append-only'); END;
+"""
+
+
+def test_a_file_from_before_the_audit_chain_is_migrated(tmp_path):
+    """Audit rows keyed by raw user ids and a global sequence become per-user hash chains; opt-outs move to
+    pseudonyms; nothing is lost."""
+    import json
+
+    db = tmp_path / "old.db"
+    con = sqlite3.connect(db)
+    con.executescript(_V1_DDL)
+    at = "2026-01-01T10:00:00.000001+00:00"
+    after = {"id": "p1", "user": "u", "path": {"main": "entertainment", "sub": "music", "detail": "genre"},
+             "attribute": "jazz", "sentence": "I like jazz", "conversation_id": "c1", "created_at": at, "updated_at": at}
+    con.execute("INSERT INTO users VALUES ('u', ?), ('v', ?)", (at, at))
+    con.execute("INSERT INTO preferences VALUES ('p1','u','entertainment','music','genre','jazz','I like jazz','c1',?,?,?)",
+                (at, at, np.ones(4, np.float32).tobytes()))
+    con.execute("INSERT INTO opt_outs VALUES ('u', 'poi', ?)", (at,))
+    con.execute("INSERT INTO audit(user, op, preference_id, before, after, cause, at) VALUES ('u','insert','p1',NULL,?,'c1',?)",
+                (json.dumps(after), at))
+    con.execute("INSERT INTO audit(user, op, preference_id, before, after, cause, at) VALUES ('v','opt_out',NULL,NULL,?,'x',?)",
+                (json.dumps({"prefix": "poi"}), at))
+    con.execute("INSERT INTO audit(user, op, preference_id, before, after, cause, at) VALUES ('u','opt_out',NULL,NULL,?,'x',?)",
+                (json.dumps({"prefix": "poi"}), at))
+    con.commit()
+    con.close()
+
+    s = SQLiteStore(db)
+    assert s.opt_outs("u") == ["poi"] and s.opt_outs("v") == []
+    log = s.audit("u")
+    assert [(a.seq, a.op, a.category) for a in log] == [(1, "insert", "entertainment/music/genre"), (2, "opt_out", "poi")]
+    assert log[0].after["sentence"] == "I like jazz" and s.audit("v")[0].seq == 1
+    assert s.verify_audit().ok and s.verify_audit().entries == 3
+    assert [p.attribute for p in s.preferences("u")] == ["jazz"] and s.embedding_dim() is None
+    add(s, "u", "rock")  # writes go on, in the old rows' dimension
+    assert s.embedding_dim() == 4 and s.audit("u")[-1].seq == 3 and s.verify_audit("u").ok
+    assert s.forget("u", cause="x") == 2 and s.opt_outs("u") == ["poi"]
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        sqlite3.connect(db).execute("DELETE FROM audit")
+    names = {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master")}
+    assert not {"audit_v1", "opt_outs_v1", "audit_user"} & names
     s.close()

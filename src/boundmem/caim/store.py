@@ -7,8 +7,10 @@ IMMEDIATE transaction: a crash or a bad LLM reply mid-way leaves long-term memor
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
+import time
 import uuid
 from contextlib import contextmanager
 from datetime import date
@@ -17,6 +19,8 @@ from typing import Iterator, Union
 
 from .base import DialogueTurn
 from .models import Thought, ThoughtDraft, utcnow
+
+log = logging.getLogger(__name__)
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS caim_users (id TEXT PRIMARY KEY, created_at TEXT NOT NULL);
@@ -45,6 +49,7 @@ class CAIMTx:
 
     def __init__(self, con: sqlite3.Connection, user: str):
         self.con, self.user = con, user
+        self.erased = False  # set by forget: the store wipes the WAL after commit
 
     def _ensure_user(self) -> None:
         self.con.execute("INSERT OR IGNORE INTO caim_users(id, created_at) VALUES (?, ?)", (self.user, utcnow().isoformat()))
@@ -102,11 +107,15 @@ class CAIMTx:
         n = self.con.execute("DELETE FROM caim_thoughts WHERE user=?", (self.user,)).rowcount
         self.clear_stm()
         self.con.execute("DELETE FROM caim_users WHERE id=?", (self.user,))
+        self.erased = True
         return n
 
 
 class CAIMStore:
-    """SQLite persistence for CAIM. ":memory:" works for benchmarks and tests."""
+    """SQLite persistence for CAIM. ":memory:" works for benchmarks and tests.
+
+    Forget holds on disk: the connection runs with secure_delete=ON (freed space is zeroed), and after a
+    transaction that forgot a user commits, the WAL is checkpointed into the file and truncated to zero bytes."""
 
     def __init__(self, path: Union[str, Path] = ":memory:"):
         self.path = str(path)
@@ -115,6 +124,7 @@ class CAIMStore:
         if self.path != ":memory:":
             self._con.execute("PRAGMA journal_mode=WAL")
         self._con.execute("PRAGMA foreign_keys=ON")
+        self._con.execute("PRAGMA secure_delete=ON")
         self._con.executescript(_DDL)
 
     @contextmanager
@@ -123,13 +133,25 @@ class CAIMStore:
             raise ValueError("user id is empty")
         with self._lock:
             self._con.execute("BEGIN IMMEDIATE")
+            tx = CAIMTx(self._con, user)
             try:
-                yield CAIMTx(self._con, user)
+                yield tx
             except BaseException:
                 self._con.execute("ROLLBACK")
                 raise
             else:
                 self._con.execute("COMMIT")
+            if tx.erased and self.path != ":memory:":
+                self._wipe_wal()
+
+    def _wipe_wal(self) -> None:
+        """Copy the WAL into the file and truncate it, so no page image written before the forget survives in -wal."""
+        for attempt in range(5):
+            if not self._con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
+                return
+            time.sleep(0.05 * (attempt + 1))
+        log.warning("CAIM store %s: forget committed, but the WAL could not be truncated (other connections keep "
+                    "reading); it is truncated at the next checkpoint", self.path)
 
     def thoughts(self, user: str) -> list[Thought]:
         with self.tx(user) as t:

@@ -1,4 +1,6 @@
-from .base import NotFoundError, OptedOutError, Store, StoreError, StoreTx, blocking_rule, unit
+from .base import (AuditCheck, EmbeddingDimensionError, NotFoundError, OptedOutError, Store, StoreBusy, StoreError,
+                   StoreTx, blocking_rule, unit)
 from .sqlite import SQLiteStore
 
-__all__ = ["NotFoundError", "OptedOutError", "Store", "StoreError", "StoreTx", "blocking_rule", "unit", "SQLiteStore"]
+__all__ = ["AuditCheck", "EmbeddingDimensionError", "NotFoundError", "OptedOutError", "Store", "StoreBusy", "StoreError",
+           "StoreTx", "blocking_rule", "unit", "SQLiteStore"]

@@ -7,6 +7,7 @@ append a duplicate. Every write lands in the append-only audit log in the same t
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Optional, Protocol, runtime_checkable
 
 import numpy as np
@@ -25,6 +26,23 @@ class OptedOutError(StoreError):
     def __init__(self, user: str, path: CategoryPath | str, rule: str):
         self.user, self.path, self.rule = user, str(path), rule
         super().__init__(f"user {user!r} opted out of {rule!r}; refusing to store into {path}")
+
+
+class StoreBusy(StoreError):
+    """The write lock is held by someone else (another process, a long transaction) for longer than the store
+    waits. Nothing was written; the same call may succeed after `retry_after` seconds."""
+
+    def __init__(self, message: str, retry_after: float = 2.0):
+        self.retry_after = retry_after
+        super().__init__(f"{message}; retry in {retry_after:g} s")
+
+
+class EmbeddingDimensionError(StoreError):
+    """A vector of another dimension than the store's embeddings: the memory was filled by another embedder."""
+
+    def __init__(self, stored: int, got: int, message: str):
+        self.stored, self.got = stored, got
+        super().__init__(message)
 
 
 class NotFoundError(StoreError, KeyError):
@@ -83,11 +101,31 @@ class Store(Protocol):
     def export(self, user: str) -> UserExport: ...
 
     def forget(self, user: str, cause: str) -> int:
-        """Erase the user's content (preferences, opt-outs, audit payloads); record that the erasure happened."""
+        """Erase the user's content (preferences, audit payloads) and pseudonymise the user id; record that the
+        erasure happened. Opt-outs survive (consent is its own record): only `opt_in` lifts one."""
 
-    def users(self) -> list[str]: ...
+    def users(self) -> list[str]:
+        """Ids of the users that hold (or held) something and were not forgotten since."""
+
+    def has_user(self, user: str) -> bool:
+        """Whether the store knows this user id (and it was not forgotten since)."""
+
+    def verify_audit(self, user: Optional[str] = None) -> "AuditCheck":
+        """Recompute the audit log's hash chains (one user's, or every user's)."""
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class AuditCheck:
+    """The result of `Store.verify_audit`: ok, or the first broken entry (user, or its pseudonym if forgotten)."""
+
+    ok: bool
+    entries: int
+    users: int
+    user: Optional[str] = None
+    seq: Optional[int] = None
+    reason: str = ""
 
 
 def blocking_rule(opt_outs: list[str], path: CategoryPath | str) -> Optional[str]:

@@ -2,11 +2,11 @@
 processes or hosts sharing one database.
 
 Design choices (why, not what):
-- The embedding column is an untyped `vector` (no fixed dimension). The dimension is a property
-  of one user's memory, fixed by the first vector written for that user and enforced on every
-  later write (a clear StoreError otherwise). So one database serves MiniLM (384), HashEmbedder
-  (256) or OpenAI (1536) installs without a migration, and a switched embedder fails loudly
-  instead of producing meaningless scores.
+- The embedding column is an untyped `vector` (no fixed dimension), so one schema serves MiniLM (384),
+  HashEmbedder (256) or OpenAI (1536) installs without a migration. The dimension is a property of the
+  store, recorded in `meta` by the first vector ever written and enforced on every later write and
+  recall (EmbeddingDimensionError naming both dimensions): a switched embedder fails at its first write
+  instead of leaving the users written before it unable to recall.
 - No ANN index: an ivfflat/hnsw index needs a fixed dimension and, combined with a per-user
   filter, pgvector applies the filter *after* the approximate scan, which loses recall. A user
   holds tens to hundreds of preferences, so an exact scan of the rows found through the indexed
@@ -18,7 +18,13 @@ Design choices (why, not what):
   sees what the previous holder committed, so two concurrent ingests that both read "nothing
   stored" and both append cannot happen. Different users do not wait for each other.
 - The audit table is append-only by trigger: DELETE and TRUNCATE fail; UPDATE is allowed only
-  to erase an entry's payload (what `forget` does), never to rewrite it.
+  to erase an entry's payload (forget, deleting a preference, an opt-out purge), never to rewrite it.
+  Entries are kept under the user's pseudonym and hash-chained per user (see sql_tx.AuditKeys).
+- Erasure: after each one the touched tables are VACUUMed (dead tuples pruned now, not whenever
+  autovacuum runs). PostgreSQL gives no way to make its WAL, archives or replicas forget; the README
+  says what is and is not promised.
+- A writer that waits more than `lock_timeout` seconds for a user's lock, or `pool_timeout` for a
+  connection, gets StoreBusy (with a retry-after hint) instead of waiting on.
 - Tables use plain names (users, preferences, opt_outs, audit) like the SQLite file; give
   boundmem its own database, or a schema via the URL
   (`...?options=-csearch_path%3Dboundmem,public`).
@@ -27,21 +33,22 @@ from __future__ import annotations
 
 import os
 import threading
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, Iterator, Optional
 
 import numpy as np
 
 from ..models import AuditEntry, Preference, UserExport, utcnow
-from .base import NotFoundError, StoreError, unit
-from .sql_tx import Dialect, SingleWrites, SqlTx, dim_mismatch, forget_user, row_to_pref, stack
+from .base import AuditCheck, NotFoundError, StoreBusy, StoreError, unit
+from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, dim_mismatch, load_keys, migrate_legacy,
+                     row_to_pref, stack, verify_log)
 
 try:
     import psycopg
     from psycopg.types.json import Jsonb
     from psycopg.types import TypeInfo
     from pgvector.psycopg.vector import register_vector_info
-    from psycopg_pool import ConnectionPool
+    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as e:  # pragma: no cover - depends on the install
     raise ImportError("PostgresStore needs psycopg 3, psycopg-pool and pgvector: pip install 'boundmem[postgres]'") from e
 
@@ -50,23 +57,28 @@ _LOCK_NS = 0x626D  # "bm"
 
 _DDL = [
     "CREATE EXTENSION IF NOT EXISTS vector",
-    "CREATE TABLE IF NOT EXISTS users (id text PRIMARY KEY, created_at timestamptz NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value text NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS users (id text PRIMARY KEY, created_at timestamptz NOT NULL, forgotten_at timestamptz)",
     """CREATE TABLE IF NOT EXISTS preferences (
       seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
       id text PRIMARY KEY, user_id text NOT NULL, main text NOT NULL, sub text NOT NULL, detail text NOT NULL,
       attribute text NOT NULL, sentence text NOT NULL, conversation_id text,
       created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, embedding vector NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS preferences_user ON preferences(user_id, main, sub, detail)",
-    """CREATE TABLE IF NOT EXISTS opt_outs (user_id text NOT NULL, prefix text NOT NULL, at timestamptz NOT NULL,
-      PRIMARY KEY (user_id, prefix))""",
+    """CREATE TABLE IF NOT EXISTS opt_outs (subject text NOT NULL, prefix text NOT NULL, at timestamptz NOT NULL,
+      PRIMARY KEY (subject, prefix))""",
     """CREATE TABLE IF NOT EXISTS audit (
-      seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, user_id text NOT NULL, op text NOT NULL,
-      preference_id text, before jsonb, after jsonb, cause text NOT NULL, at timestamptz NOT NULL)""",
-    "CREATE INDEX IF NOT EXISTS audit_user ON audit(user_id, seq)",
+      seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, subject text NOT NULL, useq bigint NOT NULL, op text NOT NULL,
+      preference_id text, category text, why text NOT NULL, before jsonb, after jsonb, cause text NOT NULL,
+      at timestamptz NOT NULL, content_hash text NOT NULL, prev_hash text NOT NULL, hash text NOT NULL,
+      UNIQUE (subject, useq))""",
+    "CREATE INDEX IF NOT EXISTS audit_preference ON audit(subject, preference_id)",
     """CREATE OR REPLACE FUNCTION boundmem_audit_guard() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-      IF TG_OP = 'UPDATE' AND NEW.seq = OLD.seq AND NEW.user_id = OLD.user_id AND NEW.op = OLD.op
-         AND NEW.preference_id IS NOT DISTINCT FROM OLD.preference_id AND NEW.at = OLD.at
+      IF TG_OP = 'UPDATE' AND NEW.seq = OLD.seq AND NEW.subject = OLD.subject AND NEW.useq = OLD.useq
+         AND NEW.op = OLD.op AND NEW.preference_id IS NOT DISTINCT FROM OLD.preference_id
+         AND NEW.category IS NOT DISTINCT FROM OLD.category AND NEW.why = OLD.why AND NEW.at = OLD.at
+         AND NEW.content_hash = OLD.content_hash AND NEW.prev_hash = OLD.prev_hash AND NEW.hash = OLD.hash
          AND NEW.before IS NULL AND NEW.after IS NULL AND NEW.cause = 'erased' THEN
         RETURN NEW;
       END IF;
@@ -86,11 +98,21 @@ _DDL = [
       END IF;
     END $$""",
 ]
+# tables written before the audit chain (audit keyed by the raw user id): set aside, then copied by migrate_legacy
+_LEGACY = [
+    "DROP TRIGGER IF EXISTS audit_append_only ON audit", "DROP TRIGGER IF EXISTS audit_no_truncate ON audit",
+    "ALTER TABLE audit RENAME TO audit_v1", "DROP INDEX IF EXISTS audit_user",
+    "ALTER TABLE opt_outs RENAME TO opt_outs_v1", "ALTER TABLE opt_outs_v1 RENAME CONSTRAINT opt_outs_pkey TO opt_outs_v1_pkey",
+    "ALTER TABLE audit_v1 RENAME CONSTRAINT audit_pkey TO audit_v1_pkey",
+    "ALTER TABLE users ADD COLUMN IF NOT EXISTS forgotten_at timestamptz",
+]
+# vacuumed after an erasure, so the erased rows' dead tuples are removed from the tables' pages
+_ERASED_TABLES = "preferences, audit, users"
 
 _COLS = "id, user_id, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at"
 _ORDER = "ORDER BY created_at, seq"
 DIALECT = Dialect(param="%s", user_col="user_id", order=_ORDER, stored_dim="vector_dims(embedding)",
-                  distinct="IS DISTINCT FROM", now=utcnow, json=Jsonb, vector=lambda v: v)
+                  distinct="IS DISTINCT FROM", now=utcnow, json=Jsonb, vector=lambda v: v, loads=lambda v: v)
 
 
 def _prefix_sql(prefix: str) -> tuple[str, list[str]]:
@@ -118,13 +140,17 @@ class PostgresStore(SingleWrites):
     child builds its own pool (the parent's sockets are not its to use).
     """
 
-    def __init__(self, url: str, connect_timeout: int = 10, max_connections: int = 10, pool_timeout: float = 30.0):
+    def __init__(self, url: str, connect_timeout: int = 10, max_connections: int = 10, pool_timeout: float = 30.0,
+                 lock_timeout: float = 5.0, vacuum_after_erasure: bool = True):
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, got {max_connections}")
         self.url = url
         self.connect_timeout = connect_timeout
         self.max_connections = max_connections
         self.pool_timeout = pool_timeout
+        self.lock_timeout = lock_timeout
+        self.vacuum_after_erasure = vacuum_after_erasure
+        self.last_vacuum_error: Optional[str] = None
         self._local = threading.local()
         self._lock = threading.Lock()
         self._pid = os.getpid()
@@ -139,8 +165,13 @@ class PostgresStore(SingleWrites):
                 except psycopg.Error as e:  # pragma: no cover - depends on the server
                     raise StoreError(f"cannot enable pgvector (CREATE EXTENSION vector): {e}. Install pgvector on "
                                      "the server, or have a superuser run CREATE EXTENSION vector in this database") from e
-                for stmt in _DDL[1:]:
+                legacy = con.execute("SELECT 1 FROM information_schema.columns WHERE table_name='audit' "
+                                     "AND column_name='user_id' AND table_schema=current_schema()").fetchone()
+                for stmt in (_LEGACY if legacy else []) + _DDL[1:]:
                     con.execute(stmt)
+                self.keys = load_keys(con, DIALECT)
+                if legacy:
+                    migrate_legacy(con, DIALECT, self.keys, "user_id")
             self._vector_info = TypeInfo.fetch(con, "vector")
         finally:
             con.close()
@@ -172,7 +203,12 @@ class PostgresStore(SingleWrites):
             if self._pool is None:
                 raise StoreError("the store is closed")
             pool = self._pool
-        with pool.connection() as con:
+        with ExitStack() as stack:
+            try:
+                con = stack.enter_context(pool.connection())
+            except PoolTimeout as e:
+                raise StoreBusy(f"all {self.max_connections} database connections of this store are in use "
+                                f"(waited {self.pool_timeout:g} s)", retry_after=2.0) from e
             yield con
 
     def connections(self) -> int:
@@ -199,7 +235,14 @@ class PostgresStore(SingleWrites):
             raise StoreError("a transaction is already open in this thread")
         with self._conn() as con, con.transaction():
             if lock_user is not None:
-                con.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_NS, lock_user))
+                # wait at most lock_timeout for the user's lock (another writer), then answer StoreBusy
+                con.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(self.lock_timeout * 1000)}ms",))
+                try:
+                    con.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_NS, lock_user))
+                except psycopg.errors.LockNotAvailable as e:
+                    raise StoreBusy(f"user {lock_user!r} is being written by another transaction "
+                                    f"(waited {self.lock_timeout:g} s)", retry_after=2.0) from e
+                con.execute("SELECT set_config('lock_timeout', '0', true)")
             self._local.con = con
             try:
                 yield con
@@ -214,7 +257,14 @@ class PostgresStore(SingleWrites):
         with self._locked(user) as con:
             con.execute("INSERT INTO users(id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
                         (user, utcnow()))
-            yield SqlTx(con, user, DIALECT)
+            tx = SqlTx(con, user, DIALECT, self.keys, pin_in_tx=False)
+            yield tx
+        if tx.new_dim is not None:
+            with self._conn() as con:
+                con.execute("INSERT INTO meta(key, value) VALUES ('embedding_dim', %s) ON CONFLICT DO NOTHING",
+                            (str(tx.new_dim),))
+        if tx.erased:
+            self._vacuum()
 
     # --- reads ------------------------------------------------------------------------------
     def preferences(self, user: str, prefix: Optional[str] = None) -> list[Preference]:
@@ -232,10 +282,18 @@ class PostgresStore(SingleWrites):
         rows = self._query(f"SELECT {_COLS}, embedding FROM preferences WHERE user_id=%s {_ORDER}", (user,))
         return [row_to_pref(r) for r in rows], stack(user, [_vec(r[10]) for r in rows])
 
+    def embedding_dim(self) -> Optional[int]:
+        """The dimension of the store's embeddings (fixed by the first vector written), or None while empty."""
+        r = self._query("SELECT value FROM meta WHERE key='embedding_dim'")
+        return int(r[0][0]) if r else None
+
     def search(self, user, query, k, exclude_prefixes=()) -> list[tuple[Preference, float]]:
+        q = unit(query)
+        dim = self.embedding_dim()
+        if dim is not None and dim != len(q):
+            raise dim_mismatch(user, dim, len(q))
         if k <= 0:
             return []
-        q = unit(query)
         conds, params = [], []
         for x in exclude_prefixes:
             c, p = _prefix_sql(x)
@@ -253,16 +311,24 @@ class PostgresStore(SingleWrites):
         return [(row_to_pref(r), -float(r[10])) for r in rows]
 
     def opt_outs(self, user: str) -> list[str]:
-        return [r[0] for r in self._query("SELECT prefix FROM opt_outs WHERE user_id=%s ORDER BY prefix", (user,))]
+        return [r[0] for r in self._query("SELECT prefix FROM opt_outs WHERE subject=%s ORDER BY prefix",
+                                          (self.keys.subject(user),))]
 
     def audit(self, user: str) -> list[AuditEntry]:
-        rows = self._query("SELECT seq, user_id, op, preference_id, before, after, cause, at FROM audit "
-                           "WHERE user_id=%s ORDER BY seq", (user,))
-        return [AuditEntry(seq=r[0], user=r[1], op=r[2], preference_id=r[3], before=r[4], after=r[5], cause=r[6],
-                           at=r[7]) for r in rows]
+        rows = self._query(f"SELECT {AUDIT_COLS} FROM audit WHERE subject=%s ORDER BY useq", (self.keys.subject(user),))
+        return [audit_entry(user, r, DIALECT.loads) for r in rows]
 
     def users(self) -> list[str]:
-        return [r[0] for r in self._query("SELECT id FROM users ORDER BY id")]
+        return [r[0] for r in self._query("SELECT id FROM users WHERE forgotten_at IS NULL ORDER BY id")]
+
+    def has_user(self, user: str) -> bool:
+        return bool(self._query("SELECT 1 FROM users WHERE id=%s AND forgotten_at IS NULL", (user,)))
+
+    def verify_audit(self, user: Optional[str] = None) -> AuditCheck:
+        users = [user] if user is not None else self.users()
+        with self._begin() as con:  # one snapshot of the whole log
+            con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            return verify_log(con, DIALECT, self.keys, users, every=user is None)
 
     def export(self, user: str) -> UserExport:
         with self._begin() as con:  # one consistent snapshot across the three reads
@@ -273,7 +339,23 @@ class PostgresStore(SingleWrites):
     # --- writes outside ingest (delete, opt_out, opt_in: SingleWrites) ---------------------
     def forget(self, user: str, cause: str) -> int:
         with self._locked(user) as con:
-            return forget_user(con, DIALECT, user, cause)
+            n = SqlTx(con, user, DIALECT, self.keys).forget(cause)
+        self._vacuum()
+        return n
+
+    def _vacuum(self) -> None:
+        """After an erasure: VACUUM the tables it touched, so the erased rows' dead tuples are pruned from the
+        heap and index pages now rather than whenever autovacuum comes by. What PostgreSQL cannot be made to
+        forget this way (WAL segments until recycled, archives, replicas, freed space until reused) is documented
+        in the README. Best effort: a role that may not VACUUM leaves it to autovacuum (last_vacuum_error says why)."""
+        if not self.vacuum_after_erasure:
+            return
+        try:
+            with self._conn() as con:
+                con.execute(f"VACUUM {_ERASED_TABLES}")
+            self.last_vacuum_error = None
+        except psycopg.Error as e:  # pragma: no cover - depends on the role's rights
+            self.last_vacuum_error = str(e)
 
     def close(self) -> None:
         with self._lock:

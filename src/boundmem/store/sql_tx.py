@@ -7,15 +7,20 @@ the two stores cannot drift apart; the same contract tests run against both.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
+import secrets
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ..models import Preference
+from ..models import AuditEntry, Preference
 from ..schema.model import CategoryPath
-from .base import NotFoundError, OptedOutError, StoreError, blocking_rule, unit
+from .base import AuditCheck, EmbeddingDimensionError, NotFoundError, OptedOutError, StoreError, blocking_rule, unit
 
 
 def row_to_pref(r) -> Preference:
@@ -41,9 +46,11 @@ def prepare_embedding(v: np.ndarray) -> np.ndarray:
     return unit(a)
 
 
-def dim_mismatch(user: str, stored: int, got: int) -> StoreError:
-    return StoreError(f"user {user!r} holds {stored}-d embeddings but got a {got}-d vector: the memory was "
-                      f"filled with a different embedder; use the same one (or forget the user and re-ingest)")
+def dim_mismatch(user: str, stored: int, got: int) -> EmbeddingDimensionError:
+    return EmbeddingDimensionError(stored, got, (
+        f"embedding dimension mismatch for user {user!r}: the store holds {stored}-d embeddings but got a {got}-d "
+        f"vector (stored {stored}, given {got}): the memory was filled with a different embedder; use the same "
+        f"one (or start a new store)"))
 
 
 def stack(user: str, vecs: list[np.ndarray]) -> np.ndarray:
@@ -56,6 +63,102 @@ def stack(user: str, vecs: list[np.ndarray]) -> np.ndarray:
     return np.vstack(vecs).astype(np.float32, copy=False)
 
 
+# --- the audit log's keys: pseudonyms, salted content hashes, the hash chain ---------------------
+GENESIS = "0" * 64
+ERASED = "erased"
+
+
+def canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode("utf-8")
+
+
+def ts(at: Any) -> str:
+    """A timestamp as hashed: UTC ISO 8601, whether the driver gives a datetime (PostgreSQL) or text (SQLite)."""
+    if isinstance(at, str):
+        at = datetime.fromisoformat(at)
+    return at.astimezone(timezone.utc).isoformat()
+
+
+def new_salt() -> str:
+    return secrets.token_hex(32)
+
+
+@dataclass(frozen=True)
+class AuditKeys:
+    """The store's salt (random, created with the store, kept in its meta table) and what is derived from it."""
+
+    salt: bytes
+
+    def subject(self, user: str) -> str:
+        """The pseudonym a user's audit entries and opt-outs are kept under (and the users row after forget).
+
+        A keyed hash: whoever holds the store can check a guessed id against it, nobody can read an id out of it."""
+        return "anon-" + hmac.new(self.salt, user.encode("utf-8"), hashlib.sha256).hexdigest()[:40]
+
+    def content(self, before: Any, after: Any, cause: str) -> str:
+        return hashlib.sha256(self.salt + canonical({"before": before, "after": after, "cause": cause})).hexdigest()
+
+    @staticmethod
+    def entry(subject: str, seq: int, op: str, preference_id: Optional[str], category: Optional[str], why: str,
+              at: Any, content_hash: str, prev_hash: str) -> str:
+        """An entry's chain hash: its metadata and its content's hash, never the content itself, so that erasing
+        the payload (before/after/cause) leaves the chain verifiable."""
+        return hashlib.sha256(canonical({"subject": subject, "seq": seq, "op": op, "preference_id": preference_id,
+                                         "category": category, "why": why, "at": ts(at),
+                                         "content_hash": content_hash, "prev_hash": prev_hash})).hexdigest()
+
+
+def load_keys(con: Any, d: "Dialect") -> AuditKeys:
+    """The store's salt, created on first use (concurrent creators agree: the first insert wins)."""
+    con.execute(d.sql("INSERT INTO meta(key, value) VALUES ('audit_salt', ?) ON CONFLICT DO NOTHING"), (new_salt(),))
+    return AuditKeys(bytes.fromhex(con.execute("SELECT value FROM meta WHERE key='audit_salt'").fetchone()[0]))
+
+
+AUDIT_COLS = "useq, op, preference_id, category, why, before, after, cause, at, content_hash, prev_hash, hash"
+
+
+def audit_entry(user: str, r, loads: Callable[[Any], Any]) -> AuditEntry:
+    """An AuditEntry from a row of AUDIT_COLS."""
+    return AuditEntry(seq=r[0], user=user, op=r[1], preference_id=r[2], category=r[3], why=r[4] or "",
+                      before=loads(r[5]), after=loads(r[6]), cause=r[7], at=r[8], content_hash=r[9],
+                      prev_hash=r[10], hash=r[11])
+
+
+def verify_chain(keys: AuditKeys, subject: str, rows, loads: Callable[[Any], Any]) -> Optional[tuple[int, str]]:
+    """The first broken entry of one subject's chain (rows of AUDIT_COLS in seq order): (seq, reason), or None."""
+    prev, expect = GENESIS, 1
+    for r in rows:
+        useq, op, pid, cat, why, before, after, cause, at, ch, prev_hash, h = r
+        if useq != expect:
+            return (expect if useq > expect else useq,
+                    f"entry {expect} is missing" if useq > expect else f"entry {useq} is duplicated or out of order")
+        if prev_hash != prev:
+            return useq, "does not link to the previous entry (prev_hash differs: an entry before it was removed or rewritten)"
+        if h != keys.entry(subject, useq, op, pid, cat, why or "", at, ch, prev_hash):
+            return useq, "its hash does not match its contents (op, preference, category, why, time or content hash was edited)"
+        erased = before is None and after is None and cause == ERASED
+        if not erased and ch != keys.content(loads(before), loads(after), cause):
+            return useq, "its before/after/cause do not match its content hash (the payload was edited)"
+        prev, expect = h, useq + 1
+    return None
+
+
+def verify_log(con: Any, d: "Dialect", keys: AuditKeys, users: list[str], every: bool) -> AuditCheck:
+    """Verify the chains of these users (by their pseudonyms), or with `every` of every subject in the log (also
+    forgotten users', named by pseudonym); the caller holds one snapshot."""
+    names = {keys.subject(u): u for u in users}
+    subjects = [r[0] for r in con.execute("SELECT DISTINCT subject FROM audit ORDER BY subject").fetchall()] \
+        if every else list(names)
+    entries = 0
+    for subject in subjects:
+        rows = con.execute(d.sql(f"SELECT {AUDIT_COLS} FROM audit WHERE subject=? ORDER BY useq"), (subject,)).fetchall()
+        entries += len(rows)
+        broken = verify_chain(keys, subject, rows, d.loads)
+        if broken:
+            return AuditCheck(False, entries, len(subjects), names.get(subject, subject), *broken)
+    return AuditCheck(True, entries, len(subjects))
+
+
 @dataclass(frozen=True)
 class Dialect:
     param: str                            # "?" or "%s"
@@ -66,6 +169,7 @@ class Dialect:
     now: Callable[[], Any]                # a timestamp as the driver stores it
     json: Callable[[Any], Any]            # a JSON value as the driver stores it
     vector: Callable[[np.ndarray], Any]   # a unit vector as the driver stores it
+    loads: Callable[[Any], Any]           # a stored JSON value (or NULL) back to Python
 
     @property
     def cols(self) -> str:
@@ -78,21 +182,49 @@ class Dialect:
 
 
 class SqlTx:
-    """One user's writes inside an open transaction on a DB-API connection (`con.execute` returning a cursor)."""
+    """One user's writes inside an open transaction on a DB-API connection (`con.execute` returning a cursor).
 
-    def __init__(self, con: Any, user: str, dialect: Dialect):
-        self.con, self.user, self.d = con, user, dialect
-        self._opt = [r[0] for r in self._q("SELECT prefix FROM opt_outs WHERE {user}=?", (user,))]
+    `erased` tells the store, after commit, that content was erased in this transaction (so it can wipe what
+    the database keeps outside its live pages: SQLite's WAL, PostgreSQL's dead tuples)."""
+
+    def __init__(self, con: Any, user: str, dialect: Dialect, keys: AuditKeys,
+                 pin_in_tx: bool = True):
+        self.con, self.user, self.d, self.keys = con, user, dialect, keys
+        self._pin_in_tx = pin_in_tx
+        self.new_dim: Optional[int] = None  # with pin_in_tx=False: the dimension the store records after commit
+        self.subject = keys.subject(user)
+        self._opt = [r[0] for r in self._q("SELECT prefix FROM opt_outs WHERE subject=?", (self.subject,))]
         self._dim: Optional[int] = None
+        self._head: Optional[tuple[int, str]] = None
+        self.erased = False
 
     def _q(self, statement: str, params: tuple = ()):
         return self.con.execute(self.d.sql(statement), params)
 
-    def _audit(self, op: str, pref_id: Optional[str], before, after, cause: str) -> None:
+    def _audit(self, op: str, pref_id: Optional[str], before, after, cause: str, category: Optional[str], why: str,
+               keep_payload: bool = True, at: Any = None) -> None:
+        """Append an entry to the user's chain. With keep_payload=False only the content's salted hash is kept."""
+        if self._head is None:
+            r = self._q("SELECT useq, hash FROM audit WHERE subject=? ORDER BY useq DESC LIMIT 1", (self.subject,)).fetchone()
+            self._head = (int(r[0]), r[1]) if r else (0, GENESIS)
+        seq, prev = self._head[0] + 1, self._head[1]
+        at = self.d.now() if at is None else at
+        content = self.keys.content(before, after, cause)
+        h = self.keys.entry(self.subject, seq, op, pref_id, category, why, at, content, prev)
+        if not keep_payload:
+            before, after, cause = None, None, ERASED
         j = self.d.json
-        self._q("INSERT INTO audit({user}, op, preference_id, before, after, cause, at) VALUES (?,?,?,?,?,?,?)",
-                (self.user, op, pref_id, j(before) if before is not None else None,
-                 j(after) if after is not None else None, cause, self.d.now()))
+        self._q("INSERT INTO audit(subject, useq, op, preference_id, category, why, before, after, cause, at, "
+                "content_hash, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (self.subject, seq, op, pref_id, category, why, j(before) if before is not None else None,
+                 j(after) if after is not None else None, cause, at, content, prev, h))
+        self._head = (seq, h)
+
+    def _erase(self, condition: str = "TRUE", params: tuple = ()) -> None:
+        """Blank the payload (before/after/cause) of this user's audit entries that match; their hashes stay."""
+        self._q(f"UPDATE audit SET before=NULL, after=NULL, cause='{ERASED}' WHERE subject=? AND {condition} "
+                f"AND (before IS NOT NULL OR after IS NOT NULL OR cause <> '{ERASED}')", (self.subject, *params))
+        self.erased = True
 
     def preferences(self, path: Optional[CategoryPath] = None) -> list[Preference]:
         if path is None:
@@ -113,15 +245,22 @@ class SqlTx:
         if rule:
             raise OptedOutError(self.user, path, rule)
 
-    def _vector(self, embedding: np.ndarray, replacing: Optional[str] = None):
+    def _vector(self, embedding: np.ndarray):
+        """The vector as stored; its dimension must be the store's (fixed by the first vector ever written)."""
         v = prepare_embedding(embedding)
         if self._dim is None:
-            r = self._q(f"SELECT {self.d.stored_dim} FROM preferences WHERE {{user}}=? AND id {{distinct}} ? LIMIT 1",
-                        (self.user, replacing)).fetchone()
-            self._dim = int(r[0]) if r else None
-        if self._dim is not None and self._dim != len(v):
+            r = self._q("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
+            if r is None:  # a store written before the dimension was recorded: take it from a stored row
+                r = self._q(f"SELECT {self.d.stored_dim} FROM preferences LIMIT 1").fetchone()
+                dim = int(r[0]) if r else len(v)
+                if self._pin_in_tx:
+                    self._q("INSERT INTO meta(key, value) VALUES ('embedding_dim', ?) ON CONFLICT DO NOTHING", (str(dim),))
+                else:  # recorded after commit: an uncommitted meta row would make other users' first writers wait
+                    self.new_dim = dim
+                r = self._q("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
+            self._dim = int(r[0]) if r else self.new_dim
+        if self._dim != len(v):
             raise dim_mismatch(self.user, self._dim, len(v))
-        self._dim = len(v)
         return self.d.vector(v)
 
     def insert(self, path, attribute, sentence, embedding, conversation_id, cause) -> Preference:
@@ -132,45 +271,75 @@ class SqlTx:
         self._q("INSERT INTO preferences({cols}, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (pid, self.user, path.main, path.sub, path.detail, attribute, sentence, conversation_id, now, now, vec))
         p = self._get(pid)
-        self._audit("insert", pid, None, public(p), cause)
+        self._audit("insert", pid, None, public(p), cause, str(path),
+                    "learned from a conversation" if conversation_id else "stored on request")
         return p
 
     def replace(self, pref_id, attribute, sentence, embedding, conversation_id, cause) -> Preference:
         before = self._get(pref_id)
         self._check(before.path)
-        vec = self._vector(embedding, replacing=pref_id)
+        vec = self._vector(embedding)
         self._q("UPDATE preferences SET attribute=?, sentence=?, conversation_id=?, updated_at=?, embedding=? "
                 "WHERE id=? AND {user}=?", (attribute, sentence, conversation_id, self.d.now(), vec, pref_id, self.user))
         after = self._get(pref_id)
-        self._audit("update", pref_id, public(before), public(after), cause)
+        self._audit("update", pref_id, public(before), public(after), cause, str(before.path),
+                    "updated from a conversation" if conversation_id else "updated on request")
         return after
 
-    def delete(self, pref_id, cause) -> Preference:
+    def delete(self, pref_id, cause, why: str = "deleted on request") -> Preference:
+        """Delete a preference and erase it from the audit log too: every earlier entry about it keeps only its
+        metadata and content hash, and the delete entry itself records no content."""
         before = self._get(pref_id)
         self._q("DELETE FROM preferences WHERE id=? AND {user}=?", (pref_id, self.user))
-        self._audit("delete", pref_id, public(before), None, cause)
+        self._erase("preference_id=?", (pref_id,))
+        self._audit("delete", pref_id, public(before), None, cause, str(before.path), why, keep_payload=False)
         return before
 
     def note(self, op, cause, preference_id=None, detail=None) -> None:
-        self._audit(op, preference_id, None, detail, cause)
+        category = None
+        if preference_id is not None:
+            r = self._q("SELECT main, sub, detail FROM preferences WHERE id=? AND {user}=?",
+                        (preference_id, self.user)).fetchone()
+            category = "/".join(r) if r else None
+        self._audit(op, preference_id, None, detail, cause, category,
+                    "seen again in a conversation" if op == "pass" else op)
 
     def opt_out(self, prefix: str, cause: str) -> list[Preference]:
-        """Record the opt-out and purge what it covers; later writes in this transaction are refused too."""
-        self._q("INSERT INTO opt_outs({user}, prefix, at) VALUES (?,?,?) ON CONFLICT DO NOTHING",
-                (self.user, prefix, self.d.now()))
+        """Record the opt-out and purge what it covers; later writes in this transaction are refused too.
+
+        The opt-out is kept under the user's pseudonym, so it outlives `forget`."""
+        self._q("INSERT INTO opt_outs(subject, prefix, at) VALUES (?,?,?) ON CONFLICT DO NOTHING",
+                (self.subject, prefix, self.d.now()))
         self._opt.append(prefix)
-        self.note("opt_out", cause, detail={"prefix": prefix})
+        self._audit("opt_out", None, None, {"prefix": prefix}, cause, prefix, "the user opted out")
         purged = [p for p in self.preferences() if p.path.within(prefix)]
         for p in purged:
-            self.delete(p.id, f"opt-out of {prefix}")
+            self.delete(p.id, f"opt-out of {prefix}", why=f"purged by the opt-out of {prefix}")
         return purged
 
     def opt_in(self, prefix: str, cause: str) -> bool:
-        n = self._q("DELETE FROM opt_outs WHERE {user}=? AND prefix=?", (self.user, prefix)).rowcount
+        n = self._q("DELETE FROM opt_outs WHERE subject=? AND prefix=?", (self.subject, prefix)).rowcount
         if n:
             self._opt = [p for p in self._opt if p != prefix]
-            self.note("opt_in", cause, detail={"prefix": prefix})
+            self._audit("opt_in", None, None, {"prefix": prefix}, cause, prefix, "the user opted back in")
         return bool(n)
+
+    def forget(self, cause: str) -> int:
+        """Erase the user's preferences and audit payloads and replace the user id by its pseudonym
+        (the caller holds the user's lock and has not registered the user in this transaction).
+
+        Kept: the opt-outs (consent outlives forget), the audit entries' metadata and hashes (so the log stays
+        verifiable), and a users row under the pseudonym saying when the user was forgotten."""
+        n = self._q("DELETE FROM preferences WHERE {user}=?", (self.user,)).rowcount
+        self._erase()
+        r = self._q("SELECT created_at FROM users WHERE id=?", (self.user,)).fetchone()
+        if r is not None:
+            self._q("DELETE FROM users WHERE id=?", (self.user,))
+            self._q("INSERT INTO users(id, created_at, forgotten_at) VALUES (?,?,?) "
+                    "ON CONFLICT (id) DO UPDATE SET forgotten_at=excluded.forgotten_at", (self.subject, r[0], self.d.now()))
+        self._audit("forget", None, None, {"preferences_erased": n}, cause, None, "erasure of the user's memory")
+        self.erased = True
+        return n
 
 
 class SingleWrites:
@@ -189,15 +358,26 @@ class SingleWrites:
             return tx.opt_in(prefix, cause)
 
 
-def forget_user(con: Any, d: Dialect, user: str, cause: str) -> int:
-    """Erase a user's preferences, opt-outs and audit payloads, and log that it happened (caller holds the lock).
+_WHY = {"insert": "learned from a conversation", "update": "updated from a conversation", "delete": "deleted on request",
+        "pass": "seen again in a conversation", "opt_out": "the user opted out", "opt_in": "the user opted back in",
+        "forget": "erasure of the user's memory"}
 
-    The audit log stays append-only in shape (its trigger allows exactly this update), but the erased
-    content must not survive in it."""
-    q = lambda statement, params: con.execute(d.sql(statement), params)  # noqa: E731
-    n = q("DELETE FROM preferences WHERE {user}=?", (user,)).rowcount
-    q("DELETE FROM opt_outs WHERE {user}=?", (user,))
-    q("UPDATE audit SET before=NULL, after=NULL, cause='erased' WHERE {user}=?", (user,))
-    q("INSERT INTO audit({user}, op, preference_id, before, after, cause, at) VALUES (?,?,?,?,?,?,?)",
-      (user, "forget", None, None, d.json({"preferences_erased": n}), cause, d.now()))
-    return n
+
+def migrate_legacy(con: Any, d: Dialect, keys: AuditKeys, user_col: str) -> None:
+    """Copy the tables of a store written before the audit chain (audit_v1, opt_outs_v1, keyed by raw user ids)
+    into the new ones, chaining each user's entries in their old order, then drop the old tables."""
+    q = lambda statement, params=(): con.execute(d.sql(statement), params)  # noqa: E731
+    for user, prefix, at in q(f"SELECT {user_col}, prefix, at FROM opt_outs_v1").fetchall():
+        q("INSERT INTO opt_outs(subject, prefix, at) VALUES (?,?,?) ON CONFLICT DO NOTHING", (keys.subject(user), prefix, at))
+    rows = q(f"SELECT {user_col}, op, preference_id, before, after, cause, at FROM audit_v1 ORDER BY seq").fetchall()
+    txs: dict[str, SqlTx] = {}
+    for user, op, pid, before, after, cause, at in rows:
+        tx = txs.get(user) or txs.setdefault(user, SqlTx(con, user, d, keys))
+        before, after = d.loads(before), d.loads(after)
+        path = (before or after or {}).get("path")
+        category = "/".join(path[k] for k in ("main", "sub", "detail")) if isinstance(path, dict) else None
+        if op in ("opt_out", "opt_in") and after:
+            category = after.get("prefix")
+        tx._audit(op, pid, before, after, cause, category, _WHY.get(op, op), at=at)
+    q("DROP TABLE audit_v1")
+    q("DROP TABLE opt_outs_v1")

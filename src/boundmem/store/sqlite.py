@@ -10,9 +10,11 @@ file stays consistent (tests/store/test_store_crash.py).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
@@ -20,28 +22,42 @@ from typing import Iterator, Optional
 import numpy as np
 
 from ..models import AuditEntry, Preference, UserExport, utcnow
-from .base import NotFoundError, unit
-from .sql_tx import Dialect, SingleWrites, SqlTx, dim_mismatch, forget_user, row_to_pref, stack
+from .base import AuditCheck, NotFoundError, StoreBusy, StoreError, unit
+from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, dim_mismatch, load_keys, migrate_legacy,
+                     row_to_pref, stack, verify_log)
 
-_DDL = """
-CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, created_at TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS preferences (
-  id TEXT PRIMARY KEY, user TEXT NOT NULL, main TEXT NOT NULL, sub TEXT NOT NULL, detail TEXT NOT NULL,
-  attribute TEXT NOT NULL, sentence TEXT NOT NULL, conversation_id TEXT,
-  created_at TEXT NOT NULL, updated_at TEXT NOT NULL, embedding BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS preferences_user ON preferences(user, main, sub, detail);
-CREATE TABLE IF NOT EXISTS opt_outs (user TEXT NOT NULL, prefix TEXT NOT NULL, at TEXT NOT NULL, PRIMARY KEY (user, prefix));
-CREATE TABLE IF NOT EXISTS audit (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT, user TEXT NOT NULL, op TEXT NOT NULL, preference_id TEXT,
-  before TEXT, after TEXT, cause TEXT NOT NULL, at TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS audit_user ON audit(user, seq);
-CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit BEGIN SELECT RAISE(ABORT, 'audit log is append-only'); END;
-CREATE TRIGGER IF NOT EXISTS audit_erase_only BEFORE UPDATE ON audit
-  WHEN NEW.seq IS NOT OLD.seq OR NEW.user IS NOT OLD.user OR NEW.op IS NOT OLD.op
-    OR NEW.preference_id IS NOT OLD.preference_id OR NEW.at IS NOT OLD.at
-    OR NEW.before IS NOT NULL OR NEW.after IS NOT NULL OR NEW.cause IS NOT 'erased'
-  BEGIN SELECT RAISE(ABORT, 'audit log is append-only: an entry can only be erased (forget), not rewritten'); END;
-"""
+log = logging.getLogger(__name__)
+
+_DDL = [
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, created_at TEXT NOT NULL, forgotten_at TEXT)",
+    """CREATE TABLE IF NOT EXISTS preferences (
+      id TEXT PRIMARY KEY, user TEXT NOT NULL, main TEXT NOT NULL, sub TEXT NOT NULL, detail TEXT NOT NULL,
+      attribute TEXT NOT NULL, sentence TEXT NOT NULL, conversation_id TEXT,
+      created_at TEXT NOT NULL, updated_at TEXT NOT NULL, embedding BLOB NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS preferences_user ON preferences(user, main, sub, detail)",
+    """CREATE TABLE IF NOT EXISTS opt_outs (subject TEXT NOT NULL, prefix TEXT NOT NULL, at TEXT NOT NULL,
+      PRIMARY KEY (subject, prefix))""",
+    """CREATE TABLE IF NOT EXISTS audit (
+      seq INTEGER PRIMARY KEY AUTOINCREMENT, subject TEXT NOT NULL, useq INTEGER NOT NULL, op TEXT NOT NULL,
+      preference_id TEXT, category TEXT, why TEXT NOT NULL, before TEXT, after TEXT, cause TEXT NOT NULL,
+      at TEXT NOT NULL, content_hash TEXT NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL, UNIQUE (subject, useq))""",
+    "CREATE INDEX IF NOT EXISTS audit_preference ON audit(subject, preference_id)",
+    "CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit BEGIN SELECT RAISE(ABORT, 'audit log is append-only'); END",
+    """CREATE TRIGGER IF NOT EXISTS audit_erase_only BEFORE UPDATE ON audit
+      WHEN NEW.seq IS NOT OLD.seq OR NEW.subject IS NOT OLD.subject OR NEW.useq IS NOT OLD.useq OR NEW.op IS NOT OLD.op
+        OR NEW.preference_id IS NOT OLD.preference_id OR NEW.category IS NOT OLD.category OR NEW.why IS NOT OLD.why
+        OR NEW.at IS NOT OLD.at OR NEW.content_hash IS NOT OLD.content_hash OR NEW.prev_hash IS NOT OLD.prev_hash
+        OR NEW.hash IS NOT OLD.hash OR NEW.before IS NOT NULL OR NEW.after IS NOT NULL OR NEW.cause IS NOT 'erased'
+      BEGIN SELECT RAISE(ABORT, 'audit log is append-only: an entry can only be erased (forget), not rewritten'); END""",
+]
+# a file written before the audit chain (audit keyed by the raw user id): renamed aside, then copied into the new
+# tables by migrate_legacy, all in the one transaction that opens the store
+_LEGACY = [
+    "DROP TRIGGER IF EXISTS audit_no_delete", "DROP TRIGGER IF EXISTS audit_erase_only",
+    "ALTER TABLE audit RENAME TO audit_v1", "DROP INDEX IF EXISTS audit_user",
+    "ALTER TABLE opt_outs RENAME TO opt_outs_v1", "ALTER TABLE users ADD COLUMN forgotten_at TEXT",
+]
 
 _COLS = "id, user, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at"
 # created_at alone ties when two rows land in the same microsecond; rowid keeps insertion order
@@ -49,7 +65,8 @@ _ORDER = "ORDER BY created_at, rowid"
 
 
 DIALECT = Dialect(param="?", user_col="user", order=_ORDER, stored_dim="length(embedding) / 4", distinct="IS NOT",
-                  now=lambda: utcnow().isoformat(), json=json.dumps, vector=lambda v: v.tobytes())
+                  now=lambda: utcnow().isoformat(), json=json.dumps, vector=lambda v: v.tobytes(),
+                  loads=lambda v: json.loads(v) if v is not None else None)
 
 
 class SQLiteStore(SingleWrites):
@@ -59,9 +76,15 @@ class SQLiteStore(SingleWrites):
     per process: a connection inherited through fork() is abandoned, never used or closed, since
     SQLite forbids carrying an open connection across fork. ":memory:" is one private database
     shared by all threads of this object through a single connection under a lock.
+
+    Erasure (forget, deleting a preference, an opt-out purge) is meant to hold on disk: every connection runs
+    with `secure_delete=ON` (freed space is overwritten with zeros), and after each erasure commits, the WAL is
+    checkpointed into the database file and truncated to zero bytes, so no older page image with the erased
+    content survives in the -wal file. A write that cannot get the write lock within `timeout` seconds (another
+    process holds it) raises StoreBusy instead of waiting on.
     """
 
-    def __init__(self, path: str | Path = "boundmem.db", timeout: float = 60.0):
+    def __init__(self, path: str | Path = "boundmem.db", timeout: float = 5.0):
         self.path = str(path)
         self.memory = self.path == ":memory:"
         if not self.memory:
@@ -73,8 +96,13 @@ class SQLiteStore(SingleWrites):
         self._mem_lock = threading.RLock()  # serialises use of the one :memory: connection
         self._shared: Optional[sqlite3.Connection] = None
         self._pid = os.getpid()
-        with self._use() as con:
-            con.executescript(_DDL)
+        with self._write() as con:
+            legacy = "user" in {r[1] for r in con.execute("PRAGMA table_info(audit)")}
+            for stmt in (_LEGACY if legacy else []) + _DDL:
+                con.execute(stmt)
+            self.keys = load_keys(con, DIALECT)
+            if legacy:
+                migrate_legacy(con, DIALECT, self.keys, "user")
 
     def _open(self) -> sqlite3.Connection:
         con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
@@ -82,6 +110,7 @@ class SQLiteStore(SingleWrites):
             con.execute("PRAGMA journal_mode=WAL")
         con.execute("PRAGMA synchronous=NORMAL")
         con.execute("PRAGMA foreign_keys=ON")
+        con.execute("PRAGMA secure_delete=ON")
         with self._lock:
             # one connection per thread: close those of threads that have ended (thread pools recycle)
             dead = [c for t, c in self._all if not t.is_alive()]
@@ -111,10 +140,19 @@ class SQLiteStore(SingleWrites):
         else:
             yield self._con()
 
+    def _busy(self, e: sqlite3.OperationalError) -> StoreError:
+        return StoreBusy(f"store {self.path} is busy: another process or thread holds its write lock "
+                         f"(waited {self.timeout:g} s): {e}", retry_after=max(1.0, min(self.timeout, 5.0)))
+
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         with self._use() as con:
-            con.execute("BEGIN IMMEDIATE")
+            try:
+                con.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as e:
+                if _is_busy(e):
+                    raise self._busy(e) from e
+                raise
             try:
                 yield con
             except BaseException:
@@ -123,16 +161,39 @@ class SQLiteStore(SingleWrites):
                 raise
             try:
                 con.execute("COMMIT")
-            except BaseException:
+            except BaseException as e:
                 if con.in_transaction:  # never leave the thread's connection stuck in a transaction
                     con.execute("ROLLBACK")
+                if isinstance(e, sqlite3.OperationalError) and _is_busy(e):
+                    raise self._busy(e) from e
                 raise
+
+    def _wipe_wal(self) -> None:
+        """After an erasure: copy the WAL into the database file and truncate it to zero bytes, so the page images
+        written before the erasure (which still hold the erased content) are gone from the -wal file.
+
+        A reader in the middle of a transaction pins the WAL; the checkpoint waits for it (busy timeout) and is
+        retried a few times; if it still cannot finish, a warning is logged (the erasure itself is committed, and
+        the next erasure or checkpoint truncates the WAL)."""
+        if self.memory:
+            return
+        with self._use() as con:
+            for attempt in range(5):
+                busy, _, _ = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                if not busy:
+                    return
+                time.sleep(0.05 * (attempt + 1))
+        log.warning("store %s: erasure committed, but the WAL could not be truncated (other connections keep "
+                    "reading); it is truncated at the next erasure or checkpoint", self.path)
 
     @contextmanager
     def transaction(self, user: str) -> Iterator[SqlTx]:
         with self._write() as con:
             con.execute("INSERT OR IGNORE INTO users(id, created_at) VALUES (?, ?)", (user, utcnow().isoformat()))
-            yield SqlTx(con, user, DIALECT)
+            tx = SqlTx(con, user, DIALECT, self.keys)
+            yield tx
+        if tx.erased:
+            self._wipe_wal()
 
     # --- reads --------------------------------------------------------------------------
     def preferences(self, user: str, prefix: Optional[str] = None) -> list[Preference]:
@@ -154,14 +215,23 @@ class SQLiteStore(SingleWrites):
         prefs = [row_to_pref(r) for r in rows]
         return prefs, stack(user, [np.frombuffer(r[10], dtype=np.float32) for r in rows])
 
+    def embedding_dim(self) -> Optional[int]:
+        """The dimension of the store's embeddings (fixed by the first vector written), or None while empty."""
+        with self._use() as con:
+            r = con.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
+        return int(r[0]) if r else None
+
     def search(self, user, query, k, exclude_prefixes=()) -> list[tuple[Preference, float]]:
+        q = unit(query)
+        dim = self.embedding_dim()
+        if dim is not None and dim != len(q):
+            raise dim_mismatch(user, dim, len(q))
         prefs, mat = self.vectors(user)
         if not prefs or k <= 0:
             return []
         keep = [i for i, p in enumerate(prefs) if not any(p.path.within(x) for x in exclude_prefixes)]
         if not keep:
             return []
-        q = unit(query)
         if mat.shape[1] != len(q):
             raise dim_mismatch(user, mat.shape[1], len(q))
         scores = mat[keep] @ q
@@ -170,18 +240,22 @@ class SQLiteStore(SingleWrites):
 
     def opt_outs(self, user: str) -> list[str]:
         with self._use() as con:
-            return [r[0] for r in con.execute("SELECT prefix FROM opt_outs WHERE user=? ORDER BY prefix", (user,))]
+            return [r[0] for r in con.execute("SELECT prefix FROM opt_outs WHERE subject=? ORDER BY prefix",
+                                              (self.keys.subject(user),))]
 
     def audit(self, user: str) -> list[AuditEntry]:
         with self._use() as con:
-            rows = con.execute("SELECT seq, user, op, preference_id, before, after, cause, at FROM audit "
-                               "WHERE user=? ORDER BY seq", (user,)).fetchall()
-        return [AuditEntry(seq=r[0], user=r[1], op=r[2], preference_id=r[3], before=json.loads(r[4]) if r[4] else None,
-                           after=json.loads(r[5]) if r[5] else None, cause=r[6], at=r[7]) for r in rows]
+            rows = con.execute(f"SELECT {AUDIT_COLS} FROM audit WHERE subject=? ORDER BY useq",
+                               (self.keys.subject(user),)).fetchall()
+        return [audit_entry(user, r, DIALECT.loads) for r in rows]
 
     def users(self) -> list[str]:
         with self._use() as con:
-            return [r[0] for r in con.execute("SELECT id FROM users ORDER BY id")]
+            return [r[0] for r in con.execute("SELECT id FROM users WHERE forgotten_at IS NULL ORDER BY id")]
+
+    def has_user(self, user: str) -> bool:
+        with self._use() as con:
+            return con.execute("SELECT 1 FROM users WHERE id=? AND forgotten_at IS NULL", (user,)).fetchone() is not None
 
     def export(self, user: str) -> UserExport:
         with self._use() as con:
@@ -192,10 +266,21 @@ class SQLiteStore(SingleWrites):
             finally:
                 con.execute("COMMIT")
 
+    def verify_audit(self, user: Optional[str] = None) -> AuditCheck:
+        users = [user] if user is not None else self.users()
+        with self._use() as con:
+            con.execute("BEGIN")  # one snapshot of the whole log
+            try:
+                return verify_log(con, DIALECT, self.keys, users, every=user is None)
+            finally:
+                con.execute("COMMIT")
+
     # --- writes outside ingest (delete, opt_out, opt_in: SingleWrites) ---------------------
     def forget(self, user: str, cause: str) -> int:
         with self._write() as con:
-            return forget_user(con, DIALECT, user, cause)
+            n = SqlTx(con, user, DIALECT, self.keys).forget(cause)
+        self._wipe_wal()
+        return n
 
     def close(self) -> None:
         with self._lock:
@@ -207,3 +292,8 @@ class SQLiteStore(SingleWrites):
                 except Exception:
                     pass
         self._local, self._shared = threading.local(), None
+
+
+def _is_busy(e: sqlite3.OperationalError) -> bool:
+    m = str(e).lower()
+    return "locked" in m or "busy" in m

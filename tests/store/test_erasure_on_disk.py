@@ -1,0 +1,186 @@
+"""Erasure holds on disk (issue 11): for every erasure route, a unique marker written into the memory is found in
+the raw bytes of the SQLite files beforehand and nowhere (.db, -wal, -shm) afterwards; after forget, neither is the
+user id. Another connection stays open meanwhile (as an API server's worker threads would), so a clean close does
+not delete the WAL for us: what is checked is what the store itself leaves behind.
+"""
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from datetime import date
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from boundmem import Candidate, CategoryPath, Conversation, Memory, Turn
+from boundmem.maintain.rules import RuleMaintainer
+from boundmem.store.sqlite import SQLiteStore
+
+CUISINE = CategoryPath(main="points_of_interest", sub="restaurant", detail="favorite_cuisine")
+TEMP = CategoryPath(main="vehicle_settings_and_comfort", sub="climate_control", detail="preferred_temperature")
+SUFFIXES = ("", "-wal", "-shm")
+
+
+class ScriptedExtractor:
+    def __init__(self):
+        self.next: list[Candidate] = []
+
+    def extract(self, conversation, schema):
+        return list(self.next)
+
+
+def raw_hits(db: Path, *needles: str) -> dict[str, int]:
+    """How often each needle occurs in the raw bytes of the database file, its WAL and its shared-memory file."""
+    out = {}
+    for suffix in SUFFIXES:
+        f = Path(f"{db}{suffix}")
+        data = f.read_bytes() if f.exists() else b""
+        for n in needles:
+            out[f"{n} in {f.name}"] = data.count(n.encode()) + data.count(n.lower().encode())
+    return out
+
+
+def found(hits: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in hits.items() if v}
+
+
+@pytest.fixture()
+def marker():
+    return f"Zq{uuid.uuid4().hex[:12]}Mk"
+
+
+@pytest.fixture()
+def setup(tmp_path, schema, hash_embedder, marker):
+    """A memory on a file, holding the marker for a user of a unique id (attribute, sentence, conversation id, a
+    pass note and an update), one opt-out, and another user's data; plus an idle second connection."""
+    db = tmp_path / "m.db"
+    mem = Memory(schema=schema, store=SQLiteStore(db), extractor=ScriptedExtractor(), maintainer=RuleMaintainer(),
+                 embedder=hash_embedder)
+    user = f"user-{uuid.uuid4().hex[:12]}"  # not the marker: delete and opt-out keep the user (only forget erases the id)
+    say = lambda cid, *cands: (setattr(mem.extractor, "next", list(cands)),  # noqa: E731
+                               mem.add(Conversation(id=cid, turns=(Turn(role="user", text="x"),)), user))
+    say(f"conv-{marker}", Candidate(path=CUISINE, attribute=f"{marker}-food", sentence=f"I love {marker}-food"))
+    say("c2", Candidate(path=CUISINE, attribute=f"{marker}-food", sentence=f"{marker}-food again please"))  # a pass
+    say("c3", Candidate(path=TEMP, attribute="21", sentence=f"21 degrees in the {marker} car"))
+    say("c4", Candidate(path=TEMP, attribute="19", sentence=f"19 degrees from now on, {marker}"))  # an update
+    mem.opt_out(user, "Music")
+    mem.extractor.next = [Candidate(path=CUISINE, attribute="Thai", sentence="Thai food is great")]
+    mem.add(Conversation(id="other", turns=(Turn(role="user", text="x"),)), "someone-else")
+    idle = sqlite3.connect(db)
+    idle.execute("SELECT count(*) FROM preferences").fetchone()
+    assert found(raw_hits(db, marker)) and found(raw_hits(db, user)), "the marker must be on disk before the erasure, or the test proves nothing"
+    yield db, mem, user
+    idle.close()
+    mem.store.close()
+
+
+def assert_gone(db: Path, mem: Memory, *needles: str) -> None:
+    assert found(raw_hits(db, *needles)) == {}, "erased content still on disk (store open)"
+    mem.store.close()
+    assert found(raw_hits(db, *needles)) == {}, "erased content still on disk (store closed)"
+
+
+def test_memory_forget_leaves_no_trace_of_content_or_user_id(setup, marker):
+    db, mem, user = setup
+    assert mem.forget(user) == 2
+    assert_gone(db, mem, marker, user)
+    s = SQLiteStore(db)
+    assert s.preferences("someone-else")[0].attribute == "Thai" and s.users() == ["someone-else"]
+    assert s.opt_outs(user) == ["entertainment_and_media/music"]  # consent outlives forget (under a pseudonym)
+    assert s.verify_audit().ok
+    s.close()
+
+
+def test_memory_delete_of_one_preference_leaves_no_trace_of_it(setup, marker):
+    db, mem, user = setup
+    cuisine = [p for p in mem.preferences(user) if p.path == CUISINE]
+    temp = [p for p in mem.preferences(user) if p.path == TEMP][0]
+    assert len(cuisine) == 1
+    mem.delete(user, cuisine[0].id)
+    mem.delete(user, temp.id)
+    exported = mem.export(user).model_dump_json()
+    assert marker not in exported and marker.lower() not in exported
+    assert_gone(db, mem, marker)
+
+
+def test_opt_out_purge_leaves_no_trace_of_what_it_purged(setup, marker):
+    db, mem, user = setup
+    purged = mem.opt_out(user, "Points of Interest") + mem.opt_out(user, "Vehicle Settings and Comfort")
+    assert len(purged) == 2
+    assert marker not in mem.export(user).model_dump_json()
+    assert_gone(db, mem, marker)
+
+
+def test_cli_prefs_forget_leaves_no_trace(setup, marker):
+    from boundmem.cli import app
+
+    db, mem, user = setup
+    r = CliRunner().invoke(app, ["prefs", "forget", "-u", user, "--db", str(db), "--yes"])
+    assert r.exit_code == 0, r.output
+    assert "2 preference(s) erased" in r.output
+    assert_gone(db, mem, marker, user)
+
+
+def test_cli_prefs_forget_of_an_api_user_leaves_no_trace(tmp_path, schema, hash_embedder, marker):
+    """A user created through the API is stored as "tenant:user"; the CLI reaches it with --tenant."""
+    from boundmem.cli import app
+
+    db = tmp_path / "api.db"
+    mem = Memory(schema=schema, store=SQLiteStore(db), extractor=ScriptedExtractor(), maintainer=RuleMaintainer(),
+                 embedder=hash_embedder)
+    mem.extractor.next = [Candidate(path=CUISINE, attribute=f"{marker}-food", sentence=f"I love {marker}-food")]
+    mem.add(Conversation(id="c1", turns=(Turn(role="user", text="x"),)), f"acme:u{marker}")
+    assert found(raw_hits(db, marker))
+    r = CliRunner().invoke(app, ["prefs", "forget", "-u", f"u{marker}", "--tenant", "acme", "--db", str(db), "--yes"])
+    assert r.exit_code == 0, r.output
+    assert "1 preference(s) erased" in r.output
+    assert_gone(db, mem, marker)
+
+
+def test_caim_forget_leaves_no_trace(tmp_path, marker):
+    from boundmem.caim.base import DialogueTurn
+    from boundmem.caim.cli import app as caim_app
+    from boundmem.caim.models import ThoughtDraft
+    from boundmem.caim.store import CAIMStore
+
+    db = tmp_path / "caim.db"
+    user = f"user-{marker}"
+    store = CAIMStore(db)
+    with store.tx(user) as tx:
+        tx.insert(ThoughtDraft(text=f"The user went hiking at {marker} peak.", tags=("activity",),
+                               timestamp=date(2023, 5, 4), source_turn_ids=("2023-05-04#0",)))
+        tx.push(date(2023, 5, 5), DialogueTurn(id="2023-05-05#0", query=f"Back to {marker} peak?", response="Sure."))
+    with store.tx("someone-else") as tx:
+        tx.insert(ThoughtDraft(text="The user likes tea.", timestamp=date(2023, 5, 4)))
+    idle = sqlite3.connect(db)
+    idle.execute("SELECT count(*) FROM caim_thoughts").fetchone()
+    assert found(raw_hits(db, marker, user))
+    r = CliRunner().invoke(caim_app, ["forget", "-u", user, "--db", str(db), "--yes"])
+    assert r.exit_code == 0, r.output
+    assert found(raw_hits(db, marker, user)) == {}
+    store.close()
+    assert found(raw_hits(db, marker, user)) == {}
+    assert [t.text for t in CAIMStore(db).thoughts("someone-else")] == ["The user likes tea."]
+    idle.close()
+
+
+def test_the_store_sets_secure_delete_itself(tmp_path, monkeypatch):
+    """Zeroing freed space must not depend on how this SQLite was compiled: connections start with it off here."""
+    real = sqlite3.connect
+
+    def connect_without_secure_delete(*a, **kw):
+        con = real(*a, **kw)
+        con.execute("PRAGMA secure_delete=OFF")
+        return con
+
+    monkeypatch.setattr(sqlite3, "connect", connect_without_secure_delete)
+    s = SQLiteStore(tmp_path / "s.db")
+    with s._use() as con:
+        assert con.execute("PRAGMA secure_delete").fetchone()[0] == 1
+    s.close()
+    from boundmem.caim.store import CAIMStore
+
+    c = CAIMStore(tmp_path / "c.db")
+    assert c._con.execute("PRAGMA secure_delete").fetchone()[0] == 1
+    c.close()
