@@ -21,8 +21,8 @@ Design choices (why, not what):
   to erase an entry's payload (forget, deleting a preference, an opt-out purge), never to rewrite it.
   Entries are kept under the user's pseudonym and hash-chained per user (see sql_tx.AuditKeys).
 - Erasure: after each one the touched tables are VACUUMed (dead tuples pruned now, not whenever
-  autovacuum runs). PostgreSQL gives no way to make its WAL, archives or replicas forget; the README
-  says what is and is not promised.
+  autovacuum runs; `vacuum="full"` rewrites them so no live data file keeps an erased byte). PostgreSQL
+  gives no way to make its WAL, archives or replicas forget; the README says what is and is not promised.
 - A writer that waits more than `lock_timeout` seconds for a user's lock, or `pool_timeout` for a
   connection, gets StoreBusy (with a retry-after hint) instead of waiting on.
 - Tables use plain names (users, preferences, opt_outs, audit) like the SQLite file; give
@@ -141,7 +141,10 @@ class PostgresStore(SingleWrites):
     """
 
     def __init__(self, url: str, connect_timeout: int = 10, max_connections: int = 10, pool_timeout: float = 30.0,
-                 lock_timeout: float = 5.0, vacuum_after_erasure: bool = True):
+                 lock_timeout: float = 5.0, vacuum: Optional[str] = None):
+        vacuum = vacuum or os.environ.get("BOUNDMEM_PG_VACUUM", "plain")
+        if vacuum not in ("plain", "full", "off"):
+            raise ValueError(f"vacuum (or BOUNDMEM_PG_VACUUM) must be 'plain', 'full' or 'off', got {vacuum!r}")
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, got {max_connections}")
         self.url = url
@@ -149,7 +152,7 @@ class PostgresStore(SingleWrites):
         self.max_connections = max_connections
         self.pool_timeout = pool_timeout
         self.lock_timeout = lock_timeout
-        self.vacuum_after_erasure = vacuum_after_erasure
+        self.vacuum = vacuum
         self.last_vacuum_error: Optional[str] = None
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -344,15 +347,18 @@ class PostgresStore(SingleWrites):
         return n
 
     def _vacuum(self) -> None:
-        """After an erasure: VACUUM the tables it touched, so the erased rows' dead tuples are pruned from the
-        heap and index pages now rather than whenever autovacuum comes by. What PostgreSQL cannot be made to
-        forget this way (WAL segments until recycled, archives, replicas, freed space until reused) is documented
-        in the README. Best effort: a role that may not VACUUM leaves it to autovacuum (last_vacuum_error says why)."""
-        if not self.vacuum_after_erasure:
+        """After an erasure, VACUUM the tables it touched (`vacuum="plain"`, the default): the erased rows' dead
+        tuples are pruned now rather than whenever autovacuum comes by, but PostgreSQL does not zero the space they
+        took, so their bytes stay in the table and index files until the space is reused. `vacuum="full"` rewrites
+        the tables (VACUUM FULL: no erased byte left in any live data file, at the price of an exclusive lock on
+        the tables while it runs); "off" leaves it to autovacuum. WAL segments, archives and replicas are beyond
+        any of these (see the README). Best effort: a role that may not VACUUM leaves it to autovacuum
+        (last_vacuum_error says why)."""
+        if self.vacuum == "off":
             return
         try:
             with self._conn() as con:
-                con.execute(f"VACUUM {_ERASED_TABLES}")
+                con.execute(f"VACUUM {'FULL ' if self.vacuum == 'full' else ''}{_ERASED_TABLES}")
             self.last_vacuum_error = None
         except psycopg.Error as e:  # pragma: no cover - depends on the role's rights
             self.last_vacuum_error = str(e)

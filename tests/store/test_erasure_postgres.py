@@ -1,0 +1,104 @@
+"""What PostgreSQL can be made to promise about erasure (issue 11; the README says what it cannot): no row of any
+boundmem table holds erased content or a forgotten user's id, the touched tables are VACUUMed right after, and with
+vacuum="full" no live table or index file holds an erased byte."""
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from boundmem.schema.model import CategoryPath
+
+psycopg = pytest.importorskip("psycopg")
+from boundmem.store.postgres import PostgresStore  # noqa: E402
+
+CUISINE = CategoryPath(main="poi", sub="restaurant", detail="cuisine")
+MUSIC = CategoryPath(main="entertainment", sub="music", detail="genre")
+TABLES = ("users", "preferences", "opt_outs", "audit", "meta")
+
+
+def rows_with(url: str, needle: str) -> dict[str, int]:
+    with psycopg.connect(url, autocommit=True) as con:
+        return {t: n for t in TABLES
+                if (n := con.execute(f"SELECT count(*) FROM {t} r WHERE r::text LIKE %s", (f"%{needle}%",)).fetchone()[0])}
+
+
+def fill(store, user, marker):
+    with store.transaction(user) as tx:
+        p = tx.insert(CUISINE, f"{marker}-food", f"I love {marker}-food", np.ones(8), f"conv-{marker}", f"insert {marker}")
+        tx.note("pass", f"pass {marker}", p.id, {"sentence": f"{marker}-food again"})
+        tx.replace(p.id, f"{marker}-dish", f"{marker}-dish now", np.ones(8), "c2", "update")
+        tx.insert(MUSIC, "jazz", "jazz please", np.ones(8), "c3", "insert")
+    with store.transaction("someone-else") as tx:
+        tx.insert(CUISINE, "Thai", "Thai food", np.ones(8), "c9", "insert")
+    return p
+
+
+@pytest.fixture()
+def marker():
+    return f"Zq{uuid.uuid4().hex[:12]}Mk"
+
+
+def test_forget_leaves_no_row_with_content_or_user_id_and_vacuums(pg_url, marker):
+    s = PostgresStore(pg_url)
+    user = f"user-{marker}"
+    fill(s, user, marker)
+    s.opt_out(user, "entertainment", cause="user opted out")
+    assert rows_with(pg_url, marker)
+    assert s.forget(user, cause="forget") == 1
+    assert rows_with(pg_url, marker) == {}  # neither the content nor the user id (it contains the marker)
+    assert s.opt_outs(user) == ["entertainment"] and s.verify_audit().ok
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        for _ in range(50):  # statistics are reported asynchronously
+            con.execute("SELECT pg_stat_clear_snapshot()")
+            done = con.execute("SELECT count(*) FROM pg_stat_user_tables WHERE schemaname = current_schema() "
+                               "AND relname IN ('preferences', 'audit', 'users') AND last_vacuum IS NOT NULL").fetchone()[0]
+            if done == 3:
+                break
+            time.sleep(0.1)
+    assert done == 3 and s.last_vacuum_error is None
+    s.close()
+
+
+def test_delete_and_opt_out_purge_leave_no_row_with_the_content(pg_url, marker):
+    s = PostgresStore(pg_url)
+    p = fill(s, "u", marker)
+    s.delete("u", p.id, cause="deleted by user")
+    assert rows_with(pg_url, marker) == {}
+    with s.transaction("u") as tx:
+        tx.insert(MUSIC, f"{marker}-band", f"{marker}-band rocks", np.ones(8), "c4", "insert")
+    assert rows_with(pg_url, marker)
+    assert len(s.opt_out("u", "entertainment", cause="opt-out")) == 2
+    assert rows_with(pg_url, marker) == {} and s.verify_audit().ok
+    s.close()
+
+
+def test_vacuum_full_leaves_no_erased_byte_in_the_table_files(pg_url, marker):
+    s = PostgresStore(pg_url, vacuum="full")
+    user = f"user-{marker}"
+    fill(s, user, marker)
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        try:
+            data = Path(con.execute("SHOW data_directory").fetchone()[0])
+        except psycopg.Error:
+            pytest.skip("the server does not show its data directory to this role")
+        if not data.is_dir():
+            pytest.skip("the server's data directory is not on this machine")
+
+        def raw_hits() -> int:
+            con.execute("CHECKPOINT")
+            files = [con.execute("SELECT pg_relation_filepath(%s)", (r,)).fetchone()[0] for (r,) in
+                     con.execute("SELECT c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                                 "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i', 't')").fetchall()]
+            toast = [con.execute("SELECT pg_relation_filepath(reltoastrelid) FROM pg_class WHERE oid = %s::regclass",
+                                 (t,)).fetchone()[0] for t in TABLES]
+            return sum((data / f).read_bytes().count(marker.encode()) for f in files + toast
+                       if f and (data / f).exists())
+
+        assert raw_hits() > 0
+        s.forget(user, cause="forget")
+        assert raw_hits() == 0
+    s.close()
