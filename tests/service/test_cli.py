@@ -69,6 +69,21 @@ def test_serve_starts_uvicorn_with_the_keys_file(tmp_path):
     finally:
         proc.terminate()
         proc.wait(15)
+    log = proc.stdout.read()
+    assert "/v1/users/u-" in log and "/preferences" in log   # the access log ran ...
+    assert "alice" not in log and "bob" not in log           # ... and names no user
+
+
+def test_access_log_pseudonyms():
+    from boundmem.service.accesslog import PseudonymousAccessLog
+
+    f = PseudonymousAccessLog(b"k" * 32)
+    a = f.redact("/v1/users/alice/preferences?category=x")
+    assert a.startswith("/v1/users/u-") and a.endswith("/preferences?category=x") and "alice" not in a
+    assert f.redact("/v1/users/alice") == a.split("/preferences")[0] == f.redact("/v1/users/%61lice")
+    assert f.redact("/v1/users/bob/export") != f.redact("/v1/users/alice/export")
+    assert PseudonymousAccessLog().redact("/v1/users/alice") != a.split("/preferences")[0]   # another process, another key
+    assert f.redact("/v1/schema") == "/v1/schema" and f.redact("/ui") == "/ui"
 
 
 @pytest.mark.parametrize("content,name,needle", [

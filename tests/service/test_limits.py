@@ -196,8 +196,8 @@ def test_serve_has_a_rate_limit_unless_told_otherwise(tmp_path, monkeypatch):
     from boundmem.service.cli import app as serve_app
 
     seen = []
-    monkeypatch.setattr(app_mod, "create_app", lambda *a, **kw: seen.append(kw["rate_limit"]) or "app")
-    monkeypatch.setattr("uvicorn.run", lambda *a, **kw: None)
+    monkeypatch.setattr(app_mod, "create_app", lambda *a, **kw: seen.append(kw["rate_limit"]) or app_mod.FastAPI())
+    monkeypatch.setattr("uvicorn.Server.run", lambda *a, **kw: None)
     keys = tmp_path / "k.json"
     keys.write_text(json.dumps({KEY_A: "acme"}))
     base = ["--keys", str(keys), "--db", str(tmp_path / "x.db"), "--lazy", "--embedder", "hash"]

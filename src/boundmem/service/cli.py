@@ -106,8 +106,12 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
 
     typer.echo(f"boundmem serving {len(ring.tenants)} tenant(s) on http://{host}:{port} (page: /ui, API docs: /docs)", err=True)
     limiter = RateLimiter(rate, burst or max(1, int(round(2 * rate)))) if rate > 0 else None
-    uvicorn.run(create_app(factory, ring, max_body_bytes=max_body, rate_limit=limiter, limits=limits, tokens=issuer),
-                host=host, port=port, log_level="info")
+    from .accesslog import install
+
+    config = uvicorn.Config(create_app(factory, ring, max_body_bytes=max_body, rate_limit=limiter, limits=limits,
+                                       tokens=issuer), host=host, port=port, log_level="info")
+    install()   # after uvicorn set up its loggers: the access log shows pseudonyms, never user ids
+    uvicorn.Server(config).run()
 
 
 @app.command("mcp")
