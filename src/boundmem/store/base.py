@@ -3,6 +3,11 @@
 Writes happen inside `transaction(user)`: one ingest = one transaction, serialised per user so
 that two writers deciding pass/update/append against the same stored preferences cannot both
 append a duplicate. Every write lands in the append-only audit log in the same transaction.
+
+The audit log and the opt-outs are kept under the user's pseudonym (a keyed hash of the id under the store's
+salt), so that `forget` can remove the id itself while consent (opt-outs) and the log's shape survive. Each user's
+entries are numbered 1, 2, ... and hash-chained; erasing content (forget, delete, opt-out purge) blanks the payload
+of the entries about it but never their hashes, so `verify_audit` still checks the whole chain.
 """
 from __future__ import annotations
 
@@ -85,7 +90,10 @@ class Store(Protocol):
         """All of one user's preferences and their unit-norm embeddings (rows aligned)."""
 
     def search(self, user: str, query: np.ndarray, k: int, exclude_prefixes: tuple[str, ...] = ()) -> list[tuple[Preference, float]]:
-        """Cosine top-k among one user's preferences only."""
+        """Cosine top-k among one user's preferences only (EmbeddingDimensionError for a query of another dimension)."""
+
+    def embedding_dim(self) -> Optional[int]:
+        """The store's embedding dimension, fixed by the first vector ever written (None while there is none)."""
 
     def delete(self, user: str, pref_id: str, cause: str) -> Preference: ...
 

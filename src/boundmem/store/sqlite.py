@@ -173,12 +173,12 @@ class SQLiteStore(SingleWrites):
         written before the erasure (which still hold the erased content) are gone from the -wal file.
 
         A reader in the middle of a transaction pins the WAL; the checkpoint waits for it (busy timeout) and is
-        retried a few times; if it still cannot finish, a warning is logged (the erasure itself is committed, and
+        retried twice; if it still cannot finish, a warning is logged (the erasure itself is committed, and
         the next erasure or checkpoint truncates the WAL)."""
         if self.memory:
             return
         with self._use() as con:
-            for attempt in range(5):
+            for attempt in range(3):  # each attempt waits up to the busy timeout for the readers
                 busy, _, _ = con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
                 if not busy:
                     return

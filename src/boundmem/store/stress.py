@@ -26,9 +26,10 @@ from pydantic import BaseModel
 
 from ..models import Candidate
 from ..schema.model import CategoryPath
-from .base import Store
+from .base import Store, StoreBusy
 
 Mode = Literal["threads", "processes"]
+_BUSY_RETRIES = 20  # a writer that found the store busy this often in a row reports it as its error
 Via = Literal["store", "memory"]
 
 # used with via="store"; the store itself does not check paths against a schema
@@ -124,17 +125,24 @@ def _write(store: Store, w: int, ops: int, users: int, shared_keys: int, run: st
         for i in range(ops):
             user, key, mine, conv = _user(run, i, users), _shared(i, shared_keys), _unique(w, i), f"w{w}-op{i}"
             t = time.perf_counter()
-            if mem is not None:
-                mem.apply([Candidate(path=shared_path, attribute=key, sentence=f"I like {key}."),
-                           Candidate(path=unique_path, attribute=mine, sentence=f"I like {mine}.")], user, conv)
-            else:
-                vecs = rng.standard_normal((2, dim)).astype(np.float32)
-                with store.transaction(user) as tx:
-                    if any(p.attribute == key for p in tx.preferences(shared_path)):
-                        tx.note("pass", f"stress {conv}: {key} already stored")
+            vecs = rng.standard_normal((2, dim)).astype(np.float32)
+            for attempt in range(_BUSY_RETRIES + 1):
+                try:
+                    if mem is not None:
+                        mem.apply([Candidate(path=shared_path, attribute=key, sentence=f"I like {key}."),
+                                   Candidate(path=unique_path, attribute=mine, sentence=f"I like {mine}.")], user, conv)
                     else:
-                        tx.insert(shared_path, key, f"I like {key}.", vecs[0], conv, f"stress {conv}")
-                    tx.insert(unique_path, mine, f"I like {mine}.", vecs[1], conv, f"stress {conv}")
+                        with store.transaction(user) as tx:
+                            if any(p.attribute == key for p in tx.preferences(shared_path)):
+                                tx.note("pass", f"stress {conv}: {key} already stored")
+                            else:
+                                tx.insert(shared_path, key, f"I like {key}.", vecs[0], conv, f"stress {conv}")
+                            tx.insert(unique_path, mine, f"I like {mine}.", vecs[1], conv, f"stress {conv}")
+                    break
+                except StoreBusy:  # the lock waits a few seconds, then says busy: a client retries (nothing was written)
+                    if attempt == _BUSY_RETRIES:
+                        raise
+                    time.sleep(0.05)
             lat.append(time.perf_counter() - t)
             committed += 1
     except Exception as e:  # reported, not raised: the other writers' results still count
