@@ -202,3 +202,105 @@ def test_harness_runs_caim_and_its_ablations(shared_data, tmp_path, hash_embedde
     rows = json.loads((tmp_path / "results.json").read_text())["questions"]["caim"]
     assert all(r["answer"] == (r["items"][0]["text"] if r["retrieved"] and r["items"] else "I don't remember that.")
                for r in rows if len(r["items"][0]["text"] if r["items"] else "") < 400)
+
+
+# --- cross-validation and the requests sub-report ---------------------------------------------------------------
+def test_cv_splitter_never_tunes_on_a_folds_test_users():
+    from boundmem.bench.gvd_cv import leave_users_out_folds
+
+    users = [f"u{i}" for i in range(10)]
+    folds = leave_users_out_folds(users, 5, seed=3)
+    assert len(folds) == 5
+    assert sorted(u for _, test in folds for u in test) == sorted(users)  # each user tested exactly once
+    for train, test in folds:
+        assert len(test) == 2 and not set(train) & set(test) and set(train) | set(test) == set(users)
+    assert folds == leave_users_out_folds(list(reversed(users)), 5, seed=3)  # deterministic
+    with pytest.raises(ValueError):
+        leave_users_out_folds(users, 11)
+
+
+def test_cv_choice_uses_only_training_users(monkeypatch):
+    """_choose sees the training users' questions only: a setting perfect on the test user alone is not picked."""
+    import numpy as np
+
+    from boundmem.bench import gvd_cv
+
+    t = gvd_cv._Table(settings=[{"s": 0}, {"s": 1}], hit=np.array([[1, 1, 0], [0, 0, 1]], float),
+                      rr=np.array([[1, 1, 0], [0, 0, 1]], float), n_items=np.ones((2, 3)), nears=[0.3],
+                      decide=np.ones((1, 3)), neg_rate={"a": np.zeros(1), "b": np.zeros(1), "c": np.zeros(1)},
+                      users=["a", "b", "c"])
+    s, _, _ = gvd_cv._choose(t, ["a", "b"])
+    assert s == 0 and gvd_cv._eval(t, s, 0, ["c"])["hit"] == 0.0
+    res = gvd_cv._cv(t, [(["a", "b"], ["c"]), (["b", "c"], ["a"]), (["a", "c"], ["b"])])
+    assert [f["test_hit"] for f in res["folds"]] == [0.0, 1.0, 1.0]
+
+
+def test_cv_table_equals_the_real_retrieve_path(shared_data, hash_embedder):
+    """A setting's per-question hits in the CV table are what CAIM.retrieve with that setting scores in the bench."""
+    from boundmem.bench import gvd_cv
+    from boundmem.bench.gvd import evaluate_question
+    from boundmem.caim.retrieval import RetrievalParams
+    from boundmem.caim.system import CAIM
+
+    data = load_gvd(shared_data / "gvd")
+    users = ["Emily", "Henry"]
+    qs = [q for q in data.questions if q.user in users and q.gold is not None and q.gold.evidence]
+    grid = gvd_cv.Grid(tag_margin=(0.12,), pool=(0, 10), tag_bonus=(0.0, 0.1), date_bonus=(0.2,), cutoff=(-1.0, 0.1),
+                       near=(0.3,))
+    v = gvd_cv._ingest(lambda **kw: CAIM(embedder=hash_embedder, **kw), "m", 0.12, data, users, qs, data.session_date)
+    t = gvd_cv._table([v], grid, 5, qs)
+    for row, st in enumerate(t.settings):
+        p = RetrievalParams(pool=st["pool"], tag_bonus=st["tag_bonus"], date_bonus=st["date_bonus"],
+                            cutoff=st["cutoff"], near=0.3)
+        real = CAIM(embedder=hash_embedder, params=p)
+        for u in users:
+            for s in data.users[u].sessions:
+                real.add_session(u, s.day, list(s.turns))
+        got = [evaluate_question(real, None, q, data.session_date, 5) for q in qs]
+        assert [g["hit_at"][-1] for g in got] == list(t.hit[row] * t.decide[0])
+        assert [g["mrr"] for g in got] == pytest.approx(list(t.rr[row] * t.decide[0]))
+
+
+def test_cli_cv_and_requests_report(shared_data, tmp_path, hash_embedder, monkeypatch):
+    from boundmem.bench import gvd_cv
+    from boundmem.bench.gvd import run_gvd
+
+    monkeypatch.setattr(gvd_cv, "Grid", _small_grid)
+    req = Path(__file__).resolve().parents[1] / "caim" / "data" / "pref_requests.jsonl"
+    res = run_gvd(shared_data / "gvd", None, tmp_path, ["caim", "memorybank"], k=5, embedder=hash_embedder,
+                  users=["Emily", "Henry", "Ivy"], show_progress=False, cv=True, cv_folds=3, requests=req)
+    cv = res["cv"]
+    assert len(cv["folds"]) == 3 and set(cv["users"]) >= {"Emily", "Henry", "Ivy"}
+    for f in cv["caim"]["folds"]:
+        assert not set(f["train"]) & set(f["test"])
+    assert set(cv["ablations"]) >= {"controller off", "tags off", "dates off", "relevance filter off",
+                                    "post-thinking off (raw turns)"}
+    r = res["requests"]
+    assert r["cases"] == 30 and r["memorybank_hit"] > 0.5
+    report = (tmp_path / "report.md").read_text()
+    for needle in ("Leave-users-out cross-validation", "Ablations under the same cross-validation",
+                   "Preference-dependent requests"):
+        assert needle in report
+
+
+from boundmem.bench.gvd_cv import Grid as RealGrid  # noqa: E402  (the test above replaces gvd_cv.Grid)
+
+
+def _small_grid(**kw):
+    base = dict(tag_margin=(0.12,), pool=(0,), tag_bonus=(0.0, 0.1), date_bonus=(0.0, 0.2), cutoff=(-1.0, 0.1),
+                near=(0.3,))
+    base.update(kw)
+    return RealGrid(**base)
+
+
+def test_controller_retrieves_for_preference_requests(hash_embedder):
+    """Each request of the 30-case fixture (food, travel, music, shopping, fitness) is asked by a fresh user who said
+    the statement among distractors: the controller must retrieve, and the statement must be in the top 5."""
+    from boundmem.bench.gvd_requests import run_requests
+
+    req = Path(__file__).resolve().parents[1] / "caim" / "data" / "pref_requests.jsonl"
+    r = run_requests(req, hash_embedder, k=5)
+    assert r["cases"] == 30 and {b.split()[1] for b in r["by"] if b.startswith("domain")} == {
+        "food", "travel", "music", "shopping", "fitness"}
+    assert r["retrieval_rate"] >= 0.9, [x["request"] for x in r["rows"] if not x["caim_retrieved"]]
+    assert r["caim_hit"] >= 0.9

@@ -4,7 +4,7 @@ from datetime import date
 
 import pytest
 
-from boundmem.caim.controller import GatedController, RuleController, is_small_talk
+from boundmem.caim.controller import GatedController, RuleController, is_small_talk, open_request
 
 TODAY = date(2023, 5, 7)
 
@@ -30,6 +30,10 @@ REQUESTS = [
     "Which laptop would you pick for me?",
     "I need a gift for my sister.",
     "what to watch tonight",
+    "Book a table for two on Friday.",
+    "What could I cook with leftover rice?",
+    "Which jacket would suit me for a wedding?",
+    "put on some music for the party",
 ]
 CHITCHAT = [
     "Hello, how are you today?",
@@ -78,3 +82,10 @@ def test_small_talk_with_a_request_is_not_small_talk():
     assert not is_small_talk("Thanks! Can you suggest a dinner spot?")
     assert GatedController(RuleController(), near=0.99).decide("Thanks! Can you suggest a dinner spot?",
                                                                (), TODAY, nearest=0.0)[0]
+
+
+def test_requests_skip_the_cutoff_recall_questions_keep_it():
+    assert open_request("can you suggest a dinner spot?", TODAY)
+    assert open_request("What should I get as a gift for my girlfriend?", TODAY)
+    assert not open_request("What painters did you recommend to me?", TODAY)  # recall of a past recommendation
+    assert not open_request("thanks!", TODAY) and not open_request("What is the capital of France?", TODAY)

@@ -194,7 +194,8 @@ def summarise(run: SystemRun, k: int) -> dict:
 
 # --- report -------------------------------------------------------------------------------------------------
 def write_outputs(out: Path, data: GVDDataset, runs: list[SystemRun], summaries: list[dict], cfg: dict,
-                  watch: Stopwatch, machine: dict, skipped: dict[str, str]) -> Path:
+                  watch: Stopwatch, machine: dict, skipped: dict[str, str], cv: Optional[dict] = None,
+                  requests: Optional[dict] = None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     k = cfg["k"]
     plot = plot_lines(list(range(1, k + 1)), {s["system"]: s["hit_at"] for s in summaries}, out / "gvd_hit_at_k.png",
@@ -247,6 +248,14 @@ def write_outputs(out: Path, data: GVDDataset, runs: list[SystemRun], summaries:
         rep.table(["variant", f"hit@{k}", "MRR", "retrieval rate (all questions)", "correctness", "items"],
                   [(s["system"], s["hit_at"][-1], s["mrr"], s["retrieval_rate"], s["correctness"],
                     s["storage_items"]) for s in caim_rows])
+    if cv is not None:
+        from .gvd_cv import cv_section
+
+        cv_section(rep, cv)
+    if requests is not None:
+        from .gvd_requests import requests_section
+
+        requests_section(rep, requests)
     rep.h2("Speed")
     rep.para("All systems share one embedder and its text cache (as they would share one process), so a text already "
              "embedded by an earlier system costs a later one nothing: compare ingest times only between systems that "
@@ -275,7 +284,8 @@ def write_outputs(out: Path, data: GVDDataset, runs: list[SystemRun], summaries:
     rep.table(["qid", "question", "evidence", *(r.name for r in runs)], rows)
     timing_section(rep, watch, machine)
     rep.write(out / "report.md")
-    write_json(out / "results.json", {"config": cfg, "summary": summaries, "skipped": skipped,
+    write_json(out / "results.json", {"config": cfg, "summary": summaries, "skipped": skipped, "cv": cv,
+                                      "requests": requests,
                                       "timing": watch.summary(), "machine": machine,
                                       "questions": {r.name: r.questions for r in runs},
                                       "storage": {r.name: r.storage for r in runs}})
@@ -310,11 +320,13 @@ def _code_version() -> str:
 
 def run_gvd(data_dir: Path, gold: Optional[Path], out: Path, systems: list[str], k: int = 5, llm: Any = None,
             embedder: Any = None, embedder_name: str = "minilm", users: Optional[list[str]] = None, seed: int = 0,
-            show_progress: bool = True, strict: bool = False) -> dict:
+            show_progress: bool = True, strict: bool = False, cv: bool = False, cv_folds: int = 5,
+            cv_ablations: bool = True, requests: Optional[Path] = None) -> dict:
     """Load, run every system over every user, score, write report.md / results.json / the plot; returns the summary.
 
     A CAIM variant that cannot be built (CAIM not there yet, or without an ablation option) is skipped with the
-    reason in the report, unless `strict`.
+    reason in the report, unless `strict`. `cv`: also cross-validate CAIM's knobs over the gold users (`gvd_cv`);
+    `requests`: also measure the controller on preference-dependent requests (`gvd_requests`).
     """
     watch = Stopwatch()
     machine = machine_info()
@@ -348,6 +360,17 @@ def run_gvd(data_dir: Path, gold: Optional[Path], out: Path, systems: list[str],
             if callable(close):
                 close()
     summaries = [summarise(r, k) for r in runs]
+    cv_res = req_res = None
+    if cv:
+        from .gvd_cv import run_cv
+
+        with watch.stage("cross-validation"):
+            cv_res = run_cv(data, embedder, k=k, n_folds=cv_folds, seed=seed, ablations=cv_ablations)
+    if requests is not None:
+        from .gvd_requests import run_requests
+
+        with watch.stage("requests"):
+            req_res = run_requests(Path(requests), embedder, k=k, seed=seed)
     gold_used = gold or (Path(data_dir) / "gold_en.jsonl" if (Path(data_dir) / "gold_en.jsonl").exists() else None)
     cfg = {"data": str(data_dir), "gold": str(gold_used) if gold_used else "none", "k": k, "seed": seed,
            "code": _code_version(),
@@ -356,8 +379,8 @@ def run_gvd(data_dir: Path, gold: Optional[Path], out: Path, systems: list[str],
            "session_date": data.session_date.isoformat()}
     if llm is not None and hasattr(llm, "usage"):
         cfg["llm_usage"] = llm.usage.model_dump() if hasattr(llm.usage, "model_dump") else str(llm.usage)
-    report = write_outputs(Path(out), data, runs, summaries, cfg, watch, machine, skipped)
-    return {"report": str(report), "summary": summaries, "skipped": skipped}
+    report = write_outputs(Path(out), data, runs, summaries, cfg, watch, machine, skipped, cv_res, req_res)
+    return {"report": str(report), "summary": summaries, "skipped": skipped, "cv": cv_res, "requests": req_res}
 
 
 def register(app: typer.Typer) -> None:
@@ -378,11 +401,26 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="Seed for LSH projections and random forgetting."),
         strict: bool = typer.Option(False, "--strict", help="Fail instead of skipping a system that cannot be built."),
         quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+        cv: bool = typer.Option(False, "--cv", help="Also choose CAIM's knobs by leave-users-out cross-validation over "
+                                                    "the gold users and report mean/spread over folds (with MemoryBank "
+                                                    "on the same folds and the ablations)."),
+        folds: int = typer.Option(5, "--folds", min=2, help="Folds for --cv (users split evenly)."),
+        requests: Optional[Path] = typer.Option(None, "--requests", help="Preference-dependent requests (JSONL: id, "
+                                                "split, statement, distractors, request); default: "
+                                                "challenge_data/travel-requests.jsonl when it exists.",
+                                                dir_okay=False),
+        no_requests: bool = typer.Option(False, "--no-requests", help="Skip the requests sub-report."),
     ):
         """CAIM vs MemoryBank vs TiM on GVD: retrieval hit@k/recall/MRR, answer correctness, memory storage."""
         if embedder not in EMBEDDERS:
             raise typer.BadParameter(f"{embedder!r} is not one of {', '.join(EMBEDDERS)}", param_hint="--embedder")
         names = [s.strip() for s in systems.split(",") if s.strip()]
+        from .gvd_requests import DEFAULT_FILE
+
+        req = None if no_requests else requests or (DEFAULT_FILE if DEFAULT_FILE.exists() else None)
+        if req is not None and not Path(req).exists():
+            typer.echo(f"error: {req}: file not found", err=True)
+            raise typer.Exit(2)
         client = None
         if llm:
             from ..llm import LLMClient, LLMError
@@ -395,7 +433,7 @@ def register(app: typer.Typer) -> None:
         try:
             res = run_gvd(data, gold, out, names, k=k, llm=client, embedder_name=embedder,
                           users=[u.strip() for u in users.split(",")] if users else None, seed=seed,
-                          show_progress=not quiet, strict=strict)
+                          show_progress=not quiet, strict=strict, cv=cv, cv_folds=folds, requests=req)
         except GVDDataError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2)
@@ -407,4 +445,12 @@ def register(app: typer.Typer) -> None:
         for s in res["summary"]:
             typer.echo(f"{s['system']:<18} hit@{k}={fmt(s['hit_at'][-1])} MRR={fmt(s['mrr'])} "
                        f"correct={fmt(s['correctness'])} items={s['storage_items']}")
+        if res["cv"]:
+            c, mb = res["cv"]["caim"], res["cv"]["memorybank"]
+            typer.echo(f"CV ({folds} folds) hit@{k}: caim {fmt(c['hit']['mean'])} ± {fmt(c['hit']['sd'])} "
+                       f"(pooled {fmt(c['pooled_hit'])}), memorybank {fmt(mb['hit']['mean'])} ± {fmt(mb['hit']['sd'])}")
+        if res["requests"]:
+            r = res["requests"]
+            typer.echo(f"requests ({r['cases']}): caim retrieved {fmt(r['retrieval_rate'])}, hit@{k} caim "
+                       f"{fmt(r['caim_hit'])}, memorybank {fmt(r['memorybank_hit'])}")
         typer.echo(f"report: {res['report']}")

@@ -8,8 +8,9 @@ must be retrieved. Parts:
   "what did", "before"), on date references (see `caim.dates`), on second-person past tense ("you told",
   "you gave"), on questions about the user's own preferences or past ("What music do I like?",
   "What dish did I make?", "I don't like X, right?"), and on requests for recommendations, advice, suggestions
-  or plans ("can you suggest a dinner spot?", "what should I", "any ideas", "help me choose"), whose answer
-  depends on what the user likes. With an embedder it also accepts messages close to a few prototype recall
+  or plans ("can you suggest a dinner spot?", "what should I", "any ideas", "help me choose"), on tasks for the
+  assistant ("play something for my drive", "book me a flight") and on questions about the asker's own choices
+  ("what song could I learn next?"), whose answer depends on what the user likes. With an embedder it also accepts messages close to a few prototype recall
   phrasings. These rules were first written while reading GVD's probing questions; the request rule was added
   for preference-dependent requests in other domains.
 - `GatedController`: the decision CAIM makes. Retrieve when the base controller (rules or LLM) says so, or the
@@ -68,7 +69,7 @@ _SENT = re.compile(r"(?<=[.!?])\s+")
 # requests whose answer depends on the user's tastes, constraints or history
 _ADVICE = re.compile(
     r"\b(recommend\w*|suggest\w*|advi[cs]e|tips?|ideas?|plan|planning|what should i|should i|where should|"
-    r"which (one |\w+ )?(should|would|could)|what (would|do) you (think|suggest|recommend)|help me (choose|pick|decide|"
+    r"which (one |\w+ )?(should|would|could)|(would|should) you (pick|choose|go (for|with)|take)|what (would|do) you (think|suggest|recommend)|help me (choose|pick|decide|"
     r"find|plan|with)|what (can|could) i|where (can|could) i|how (can|could|should) i|i need (a|an|some|to find)|"
     r"i'?m looking for|looking for (a|an|some)|any good|good (place|spot|restaurant|option|gift|book|movie|song)s?|"
     r"options? for|what'?s (a )?good|worth (trying|visiting|watching|reading|buying)|pick (a|an|one|something)|"
@@ -83,6 +84,30 @@ _SMALLTALK = re.compile(
     r"(have a )?(good|nice|great) (day|night|one|weekend)|you too|how are you( doing)?( today)?|"
     r"how'?s it going|what'?s up|i'?m (fine|good|great|ok|okay)( thanks| thank you)?|nice to (meet|see) you)",
     re.I)
+
+
+# a task for the assistant ("play something for my drive", "book me a flight") or a question about what the user
+# should do or get ("how do I get to Vienna?", "which class would suit me?"): the answer may depend on the user
+_TASK = re.compile(r"^\W*(please |ok(ay)? |hey |so |now )?((can|could|would|will) you (please )?)?"
+                   r"(play|book|find|plan|make|organi[sz]e|order|reserve|buy|get me|put together|choose|pick|"
+                   r"recommend|suggest|cook|prepare|arrange|schedule|create|build|design|put on|queue|reserve|"
+                   r"give me (some |a |an )?(ideas?|tips?|options?|suggestions?|advice))\b", re.I)
+_PERSONAL_Q = re.compile(r"\b(i|me|my|we|us|our)\b", re.I)
+_GOOD_FOR = re.compile(r"\b(good|best|better|ideal|suitable|right) (for|to|way|option|choice)\b|\bsuits?\b", re.I)
+
+
+def personal_request(text: str) -> Optional[str]:
+    """A task for the assistant, or a question whose answer depends on the asker ("what song could I learn next?",
+    "what exercises are good for building strength"), or None. Chit-chat ("tell me a joke") is not one."""
+    q = " ".join(text.split())
+    if m := _TASK.search(q):
+        return m.group(0).strip()
+    qs = _questions(q) or (q if re.match(r"^\W*(what|which|where|how|who|when|should|can|could)\b", q, re.I) else "")
+    if qs and (m := _PERSONAL_Q.search(qs)) and re.search(r"\b(should|could|can|would|do|will|need)\b", qs, re.I):
+        return f"question about the user's own choice {m.group(0)!r}"
+    if qs and (m := _GOOD_FOR.search(qs)):
+        return m.group(0)
+    return None
 
 
 def is_small_talk(text: str) -> bool:
@@ -135,7 +160,7 @@ class RuleController:
             return f"refers to a past date {r.phrase!r}"
         if qs and _DATE_WORDS.search(q):
             return "refers to a past date"
-        if (cue := advice_request(q)) and not is_small_talk(q):
+        if (cue := advice_request(q) or personal_request(q)) and not is_small_talk(q):
             return f"asks for a recommendation or advice {cue!r}"
         if self.embedder is not None:
             if self._protos is None:
@@ -163,6 +188,21 @@ class LLMController:
         return field(data, "retrieve", bool, "memory controller")
 
 
+_RULES = None
+
+
+def open_request(query: str, today: Optional[date] = None) -> bool:
+    """True when the rules see a request for advice/a recommendation/a task (not a recall question): its answer
+    depends on the user's standing tastes, which are worded unlike the request, so retrieval keeps the best k without
+    the relevance cutoff."""
+    global _RULES
+    if is_small_talk(query) or not (advice_request(query) or personal_request(query)):
+        return False
+    _RULES = _RULES or RuleController()
+    r = _RULES.reason(query, today)
+    return not (r and r.startswith(("recall cue", "asks about the user's own past")))
+
+
 class GatedController:
     """CAIM's decision: base controller, or an advice request, or a nearby stored memory; small talk declines.
 
@@ -183,7 +223,7 @@ class GatedController:
             return True, reason
         if not hasattr(self.base, "reason") and self.base.needs_memory(query, stm, today):
             return True, "controller"
-        if cue := advice_request(query):
+        if cue := advice_request(query) or personal_request(query):
             return True, f"asks for a recommendation or advice {cue!r}"
         if nearest is not None and nearest >= self.near:
             return True, f"close to a stored memory ({nearest:.2f})"
