@@ -184,3 +184,31 @@ def test_the_store_sets_secure_delete_itself(tmp_path, monkeypatch):
     c = CAIMStore(tmp_path / "c.db")
     assert c._con.execute("PRAGMA secure_delete").fetchone()[0] == 1
     c.close()
+
+
+CRASH_AFTER_COMMIT = r"""
+import os, sys, numpy as np
+from boundmem.schema.model import CategoryPath
+from boundmem.store.sqlite import SQLiteStore
+db, marker = sys.argv[1], sys.argv[2]
+s = SQLiteStore(db)
+with s.transaction("u") as tx:
+    tx.insert(CategoryPath(main="a", sub="b", detail="c"), marker, f"I like {marker}", np.ones(4), "c1", "x")
+s._wipe_wal = lambda: None  # the process dies after the erasure's commit, before its WAL wipe
+s.forget("u", cause="x")
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_crash_between_the_erasure_and_the_wal_wipe_is_repaired_when_the_store_is_opened(tmp_path, marker):
+    import subprocess
+    import sys
+
+    db = tmp_path / "crash.db"
+    p = subprocess.run([sys.executable, "-c", CRASH_AFTER_COMMIT, str(db), marker], capture_output=True, timeout=60)
+    assert p.returncode == -9, p.stderr.decode()
+    assert found(raw_hits(db, marker)), "the killed process should have left the marker in its WAL"
+    s = SQLiteStore(db)
+    assert found(raw_hits(db, marker)) == {}
+    assert s.preferences("u") == [] and s.verify_audit().ok
+    s.close()

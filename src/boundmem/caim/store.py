@@ -126,6 +126,10 @@ class CAIMStore:
         self._con.execute("PRAGMA foreign_keys=ON")
         self._con.execute("PRAGMA secure_delete=ON")
         self._con.executescript(_DDL)
+        if self.path != ":memory:":  # a process killed between a forget's commit and its WAL wipe: wipe now
+            from ..store.sqlite import truncate_wal_nowait
+
+            truncate_wal_nowait(self._con)
 
     @contextmanager
     def tx(self, user: str) -> Iterator[CAIMTx]:

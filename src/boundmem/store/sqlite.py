@@ -103,6 +103,9 @@ class SQLiteStore(SingleWrites):
             self.keys = load_keys(con, DIALECT)
             if legacy:
                 migrate_legacy(con, DIALECT, self.keys, "user")
+        if not self.memory:
+            with self._use() as con:  # a process killed between an erasure's commit and its WAL wipe: wipe now
+                truncate_wal_nowait(con)
 
     def _open(self) -> sqlite3.Connection:
         con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
@@ -292,6 +295,19 @@ class SQLiteStore(SingleWrites):
                 except Exception:
                     pass
         self._local, self._shared = threading.local(), None
+
+
+def truncate_wal_nowait(con: sqlite3.Connection) -> bool:
+    """Checkpoint the WAL into the file and truncate it, if nobody is using it right now (no waiting). On opening a
+    store this closes the window left by a crash between an erasure's commit and its WAL wipe."""
+    timeout = con.execute("PRAGMA busy_timeout").fetchone()[0]
+    con.execute("PRAGMA busy_timeout=0")
+    try:
+        return not con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        con.execute(f"PRAGMA busy_timeout={int(timeout)}")
 
 
 def _is_busy(e: sqlite3.OperationalError) -> bool:
