@@ -61,7 +61,8 @@ def raw(tmp_path):
     assert "result" in init, init
     c.send_obj({"jsonrpc": "2.0", "method": "notifications/initialized"})
     yield c
-    proc.stdin.close()
+    if not proc.stdin.closed:
+        proc.stdin.close()
     try:
         proc.wait(10)
     except subprocess.TimeoutExpired:
@@ -132,3 +133,14 @@ def test_tools_apply_the_content_limits_and_the_user_id_rule(raw):
     _tool_error(raw.call(36, "tools/call", {"name": "no_such_tool", "arguments": {}}))
     ok = raw.call(37, "tools/call", {"name": "add", "arguments": {"user_messages": ["I love Italian food."]}})
     assert not ok["result"].get("isError"), ok
+
+
+def test_requests_sent_just_before_the_client_closes_its_side_are_still_answered(raw):
+    """A client that writes its last request and closes stdin still gets the answer (the library alone would
+    cancel it at end of input), then the server exits cleanly."""
+    raw.send(_req(50, "tools/call", {"name": "recall", "arguments": {"utterance": "Italian food"}}))
+    raw.send(_req(51, "tools/list"))
+    raw.proc.stdin.close()
+    got = {raw.recv()["id"], raw.recv()["id"]}
+    assert got == {50, 51}
+    assert raw.proc.wait(30) == 0

@@ -254,12 +254,20 @@ class _Wire:
     """Line-oriented stdin/stdout for the MCP library's stdio_server: it iterates over checked frames only, and
     writes the library's replies and ours to stdout one whole line at a time."""
 
-    def __init__(self, rfile, wfile, max_frame_bytes: int):
+    def __init__(self, rfile, wfile, max_frame_bytes: int, drain_seconds: float = 30.0):
         self._r, self._w, self.max = rfile, wfile, max_frame_bytes
         self._wlock = anyio.Lock()
+        self._pending: set = set()   # ids of requests passed on and not answered yet
+        self._drain = drain_seconds
 
     # -- the stdout side (used by the library's writer and by us)
     async def write(self, text: str) -> None:
+        try:
+            sent = json.loads(text)
+        except ValueError:
+            sent = None
+        if isinstance(sent, dict) and ("result" in sent or "error" in sent):
+            self._pending.discard(json.dumps(sent.get("id")))
         async with self._wlock:
             await anyio.to_thread.run_sync(self._write_sync, text)
 
@@ -295,6 +303,10 @@ class _Wire:
         while True:
             got = await anyio.to_thread.run_sync(self._read_frame)
             if got is None:
+                # the client closed its side: answer what it already asked (the library would cancel it), then stop
+                with anyio.move_on_after(self._drain):
+                    while self._pending:
+                        await anyio.sleep(0.02)
                 raise StopAsyncIteration
             line, too_long = got
             if too_long:
@@ -307,6 +319,8 @@ class _Wire:
             if err is not None:
                 await self.reply(err)
             if msg is not None:
+                if "method" in msg and "id" in msg:
+                    self._pending.add(json.dumps(msg["id"]))
                 return json.dumps(msg)
 
 
