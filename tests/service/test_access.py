@@ -120,9 +120,10 @@ def test_forged_altered_and_foreign_tokens_are_refused(tc, memory):
     claims["u"] = "bob"
     forged_payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
     other_secret, _ = TokenIssuer(b"z" * 32).mint("acme", "bob")
-    for bad in (f"{head}.{forged_payload}.{sig}", token[:-3] + "abc", other_secret, "bmu1.garbage", "bmu1..."):
-        r = tc.get("/v1/users/bob/preferences", headers=auth(bad))
-        assert r.status_code == 401, bad
+    for bad in (f"{head}.{forged_payload}.{sig}", token[:-3] + "abc", other_secret, "bmu1.garbage", "bmu1...",
+                f"{head}.{payload}.{sig[:-1]}\u00e9", f"{head}.\u00e9{payload}.{sig}", f"{token}.x"):
+        r = tc.get("/v1/users/bob/preferences", headers={"Authorization": f"Bearer {bad}".encode("latin-1")})
+        assert r.status_code == 401 and r.json()["code"] == "unauthorized", bad
 
 
 def test_tokens_belong_to_their_tenant(memory, clock):

@@ -129,7 +129,7 @@ class TokenIssuer:
 
     def verify(self, token: str) -> UserToken:
         parts = token.split(".")
-        if len(parts) != 3 or parts[0] != PREFIX:
+        if not token.isascii() or len(parts) != 3 or parts[0] != PREFIX:
             raise TokenError("not a boundmem user token")
         body = f"{parts[0]}.{parts[1]}"
         if not hmac.compare_digest(self._sign(body), parts[2]):
