@@ -239,13 +239,14 @@ class PostgresStore(SingleWrites):
         with self._conn() as con, con.transaction():
             if lock_user is not None:
                 # wait at most lock_timeout for the user's lock (another writer), then answer StoreBusy
-                con.execute("SELECT set_config('lock_timeout', %s, true)", (f"{int(self.lock_timeout * 1000)}ms",))
+                saved = con.execute("SELECT current_setting('lock_timeout'), set_config('lock_timeout', %s, true)",
+                                    (f"{int(self.lock_timeout * 1000)}ms",)).fetchone()[0]
                 try:
                     con.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_NS, lock_user))
                 except psycopg.errors.LockNotAvailable as e:
                     raise StoreBusy(f"user {lock_user!r} is being written by another transaction "
                                     f"(waited {self.lock_timeout:g} s)", retry_after=2.0) from e
-                con.execute("SELECT set_config('lock_timeout', '0', true)")
+                con.execute("SELECT set_config('lock_timeout', %s, true)", (saved,))
             self._local.con = con
             try:
                 yield con
