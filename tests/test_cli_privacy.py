@@ -86,3 +86,11 @@ def test_audit_verify_passes_then_names_the_edited_entry(db):
     r = run("audit", "verify", "-u", "alice", "--tenant", "acme", "--db", db)
     assert r.exit_code == 1 and "seq 1" in r.output
     assert run("audit", "verify", "-u", "carol", "--db", db).exit_code == 0
+
+
+def test_tenant_and_user_are_each_checked(db):
+    for args in (["-u", "acme:alice", "--tenant", "acme"], ["-u", "alice", "--tenant", "bad tenant"]):
+        r = run("prefs", "export", *args, "--db", db)
+        assert r.exit_code != 0 and "invalid" in r.output, r.output
+    r = run("prefs", "export", "-u", "acme:alice", "--db", db)  # the TENANT:USER spelling reaches the same user
+    assert r.exit_code == 0 and "Italian" in r.output

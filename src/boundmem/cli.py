@@ -61,11 +61,11 @@ def _sid(user: str, tenant: Optional[str]) -> str:
     """The store's id of a user: USER, or TENANT:USER with --tenant (the API's and MCP's namespace)."""
     if tenant is None:
         return user
-    from .service.auth import namespaced
+    from .user_id import InvalidUserId, namespaced
 
     try:
         return namespaced(tenant, user)
-    except ValueError as e:
+    except InvalidUserId as e:
         _fail(str(e))
 
 
