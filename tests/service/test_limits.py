@@ -287,3 +287,33 @@ def test_an_embedder_dimension_mismatch_is_409_naming_both_dimensions(tmp_path, 
         assert [p.attribute for p in store.preferences("acme:alice")] == ["Italian"]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("raised,status,code", [("timeout", 502, "llm_unavailable"), ("crash", 500, "internal_error")])
+def test_upstream_failures_and_crashes_keep_the_json_shape(tmp_path, schema, raised, status, code):
+    """An LLM endpoint that fails is a 502 that does not echo the endpoint; a bug is a JSON 500, not text."""
+    from fastapi.testclient import TestClient
+
+    from boundmem.llm.errors import LLMTimeout
+    from boundmem.maintain.rules import RuleMaintainer
+    from boundmem.memory import Memory
+    from boundmem.retrieve.embed import HashEmbedder
+    from boundmem.service.app import create_app
+    from boundmem.store.sqlite import SQLiteStore
+
+    class Failing:
+        def extract(self, conversation, schema):
+            if raised == "timeout":
+                raise LLMTimeout("timed out talking to http://10.1.2.3:8080/v1", endpoint="http://10.1.2.3:8080/v1")
+            raise RuntimeError("bug at /srv/secret/path")
+
+    store = SQLiteStore(tmp_path / "f.db")
+    mem = Memory(schema=schema, store=store, extractor=Failing(), maintainer=RuleMaintainer(), embedder=HashEmbedder())
+    try:
+        with TestClient(create_app(mem, KEYS), raise_server_exceptions=False) as c:
+            r = c.post(URL, json=conversation("c1", "I love Italian food."), headers=auth(KEY_A))
+        assert r.status_code == status and r.json()["code"] == code and r.json()["message"]
+        assert "10.1.2.3" not in r.text and "/srv/secret" not in r.text
+        assert store.users() == []
+    finally:
+        store.close()

@@ -25,6 +25,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..extract.base import ExtractionError
+from ..llm.errors import LLMError
 from ..memory import Memory
 from ..models import AuditEntry, Candidate, Conversation, Decision, Preference, Turn, UserExport
 from ..schema.model import CategoryPath, Schema, UnknownCategoryError
@@ -194,7 +195,8 @@ class Subject:
 
 _DEFAULT = object()
 _CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-          409: "conflict", 413: "too_large", 422: "invalid_request", 429: "rate_limited", 502: "extraction_failed", 503: "store_busy"}
+          409: "conflict", 413: "too_large", 422: "invalid_request", 429: "rate_limited", 500: "internal_error",
+          502: "extraction_failed", 503: "store_busy"}
 
 
 def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
@@ -217,7 +219,7 @@ def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
                                                       "`Authorization: Bearer KEY-OR-TOKEN`.")
     # FastAPIOffline serves Swagger UI / ReDoc from the package, not a CDN: the API docs work on a car's or a
     # plant's network that reaches nothing outside
-    errors = {c: {"model": ErrorOut} for c in (401, 403, 409, 413, 422, 429, 503)}
+    errors = {c: {"model": ErrorOut} for c in (401, 403, 409, 413, 422, 429, 500, 502, 503)}
     app = FastAPIOffline(title="boundmem", version="1",
                   description="Bounded long-term memory: only the categories a user agreed to, all of it visible, "
                               "forgotten on request.", responses=errors)
@@ -257,6 +259,19 @@ def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
 
     if getattr(store_base, "EmbeddingDimensionError", None) is not None:
         app.add_exception_handler(store_base.EmbeddingDimensionError, _dimension)
+
+    @app.exception_handler(LLMError)
+    async def _llm(request: Request, exc: LLMError):
+        # the endpoint's own message may name the endpoint; the client learns the kind of failure, the log the rest
+        log.warning("LLM call failed on %s %s: %s", request.method, request.url.path, exc)
+        status_ = f", HTTP {exc.status}" if getattr(exc, "status", None) else ""
+        return JSONResponse(status_code=502, content=error_body(
+            "llm_unavailable", f"the language model endpoint failed ({type(exc).__name__}{status_}); nothing was "
+                               "stored, retry later"))
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, exc: Exception):   # the same JSON shape for the unexpected (logged by Starlette)
+        return JSONResponse(status_code=500, content=error_body("internal_error", "internal error"))
 
     # --- dependencies --------------------------------------------------------------------------
     def principal(cred: Annotated[Optional[HTTPAuthorizationCredentials], Depends(bearer)]) -> Principal:
