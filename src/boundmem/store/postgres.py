@@ -154,6 +154,7 @@ class PostgresStore(SingleWrites):
         self.lock_timeout = lock_timeout
         self.vacuum = vacuum
         self.last_vacuum_error: Optional[str] = None
+        self._dim: Optional[int] = None
         self._local = threading.local()
         self._lock = threading.Lock()
         self._pid = os.getpid()
@@ -287,9 +288,12 @@ class PostgresStore(SingleWrites):
         return [row_to_pref(r) for r in rows], stack(user, [_vec(r[10]) for r in rows])
 
     def embedding_dim(self) -> Optional[int]:
-        """The dimension of the store's embeddings (fixed by the first vector written), or None while empty."""
-        r = self._query("SELECT value FROM meta WHERE key='embedding_dim'")
-        return int(r[0][0]) if r else None
+        """The dimension of the store's embeddings (fixed by the first vector written), or None while empty.
+        Once set it never changes, so it is read from the database only until it is."""
+        if self._dim is None:
+            r = self._query("SELECT value FROM meta WHERE key='embedding_dim'")
+            self._dim = int(r[0][0]) if r else None
+        return self._dim
 
     def search(self, user, query, k, exclude_prefixes=()) -> list[tuple[Preference, float]]:
         q = unit(query)

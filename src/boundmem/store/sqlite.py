@@ -96,6 +96,7 @@ class SQLiteStore(SingleWrites):
         self._mem_lock = threading.RLock()  # serialises use of the one :memory: connection
         self._shared: Optional[sqlite3.Connection] = None
         self._pid = os.getpid()
+        self._dim: Optional[int] = None
         with self._write() as con:
             legacy = "user" in {r[1] for r in con.execute("PRAGMA table_info(audit)")}
             for stmt in (_LEGACY if legacy else []) + _DDL:
@@ -219,10 +220,13 @@ class SQLiteStore(SingleWrites):
         return prefs, stack(user, [np.frombuffer(r[10], dtype=np.float32) for r in rows])
 
     def embedding_dim(self) -> Optional[int]:
-        """The dimension of the store's embeddings (fixed by the first vector written), or None while empty."""
-        with self._use() as con:
-            r = con.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
-        return int(r[0]) if r else None
+        """The dimension of the store's embeddings (fixed by the first vector written), or None while empty.
+        Once set it never changes, so it is read from the file only until it is."""
+        if self._dim is None:
+            with self._use() as con:
+                r = con.execute("SELECT value FROM meta WHERE key='embedding_dim'").fetchone()
+            self._dim = int(r[0]) if r else None
+        return self._dim
 
     def search(self, user, query, k, exclude_prefixes=()) -> list[tuple[Preference, float]]:
         q = unit(query)
