@@ -170,4 +170,5 @@ def test_category_prototypes_are_embedded_once_per_schema(minilm):
     assert [(x.path.detail, x.attribute) for x in got] == [("favorite_tv_genre", "Sports")]
     ex.extract(said("I love documentaries about nature."), home)
     n_attr = sum(len(r.detail.attributes) for r in home.details())
-    assert calls[4:] == [1, n_attr, 1]
+    # the turn and its two phrases ("... football", "tennis") in one batch, the vocabulary once, then one turn
+    assert calls[4:] == [3, n_attr, 1]

@@ -34,6 +34,7 @@ class CategoryIndex:
     def __init__(self, schema: Schema, embedder):
         self.refs: list[DetailRef] = list(schema.details())
         self.paths = [str(r.path) for r in self.refs]
+        self.multiple = {i for i, r in enumerate(self.refs) if r.detail.multiple}
         self.vocab = VocabularyIndex([r.detail.attributes for r in self.refs])
         self._embedder = embedder
         self._lock = threading.Lock()
@@ -91,6 +92,20 @@ class CategoryIndex:
                     self._attr[i] = E[at:at + n] if n else np.zeros((0, 1), np.float32)
                     at += n
             return self._attr
+
+    def closest_span(self, spans: list[str], category: int) -> tuple[Optional[str], float]:
+        """Which of a few phrases from the user's words is most about the category (cosine to its prototypes)."""
+        if not spans:
+            return None, 0.0
+        proto, owner = self._prototypes()
+        rows = proto[owner == category]
+        if not len(rows):
+            return None, 0.0
+        sims = (self._embedder.embed(spans) @ rows.T).max(1)
+        best = float(sims.max())
+        # of the phrases about as close as the best, the longest ("middle seat", not "seat")
+        j = max((i for i in range(len(spans)) if sims[i] >= best - 0.03), key=lambda i: (len(spans[i].split()), sims[i]))
+        return spans[j], float(sims[j])
 
     def nearest_attribute(self, x: np.ndarray, category: int) -> tuple[Optional[str], float]:
         attrs = self.refs[category].detail.attributes

@@ -26,6 +26,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .speech import clauses
+
 _HABIT = re.compile(
     r"\b(always|usually|normally|generally|typically|as a rule|in general|every time|everytime|each time|whenever|"
     r"all the time|most of the time|by default|from now on|going forward|in (?:the )?future|any day|every day|"
@@ -43,6 +45,13 @@ _LIKE = re.compile(
     r"|\bnothing beats\b|\bcan't get enough\b|\bcannot get enough\b|\bi'd rather\b|\bi would rather\b|\bid rather\b"
     r"|\b(?:works|is|are) (?:best|better) for me\b|\bthat's (?:how|what) i\b|\bthe only (?:\w+ )?(?:i|for me)\b"
     r"|^(?:i\s+)?(?:prefer|always|usually|only)\b|\bfor (?:my|all) future\b|\bfrom here on\b|\b(\w+) always \1\b"
+    r"|\bmy (?:ideal|kind of|type of|idea of a (?:good|perfect))\b|\bnon-?negotiable\b|\b(?:is|are) a must\b"
+    r"|\bmatters? (?:more |most |a lot )?to me\b|\b(?:that's|is|are) (?:totally |really )?my (?:thing|jam|scene|style)\b"
+    r"|\bi can't (?:live|do) without\b|\bi'm (?:a|an) (?:\w+ ){1,2}(?:person|guy|girl|type|fan|lover|through and through)\b"
+    r"|\bi (?:always )?(?:chase|seek out|look for|hunt for|head (?:straight )?for)\b"
+    r"|\ball (?:i|we) (?:ever )?(?:listen to|eat|drink|use|want|need|play|watch)\b|\ball day every day\b"
+    r"|\b(?:is|are) (?:where|what|who|how) (?:i|we) (?:always |usually |normally )?(?:get|go|shop|eat|listen|park|"
+    r"charge|fill|drive|like)\b|\b(?:are|is) my \w+ (?:colou?rs?|station|spot|place|brand|network|chain|service)\b"
     r"|\bi only\b|\bonly ever\b|\bgive me \w+(?: \w+)? (?:any day|every time|over)\b|\bi'm (?:a|an) \w+ (?:person|guy|girl|"
     r"kind of (?:guy|girl|person)|type)\b|\bi am (?:a|an) \w+ (?:person|guy|girl|type)\b|\bi'm the (?:kind|type) of\b",
     re.I)
@@ -54,7 +63,11 @@ _DISLIKE = re.compile(
     r"don't care for|do not care for|don't eat|do not eat|don't drink|can't eat|cannot eat|can't have)\b"
     r"|\b(?:i'm|i am|im)\s+(?:not (?:a (?:big )?fan|into|keen|fond|a fan)|opposed|allergic|intolerant|sick of|tired of|"
     r"done with|over|against)\b"
-    r"|\bnot (?:a fan|my thing|my cup of tea|for me)\b|\b(?:bores?|annoys?|irritates?|drives?) me\b"
+    r"|\bnot (?:a fan|my thing|my cup of tea|for me|my scene|my style)\b|\b(?:bores?|annoys?|irritates?|drives?) me\b"
+    r"|\b(?:isn't|aren't|is not|are not) (?:really )?(?:for me|my (?:thing|scene|style))\b|\bspare me\b"
+    r"|\b(?:i|we) (?:can't|cannot|can not) (?:handle|deal with|take|tolerate)\b|\bruins? (?:\w+ ){0,3}for me\b"
+    r"|\b(?:i'm|i am|im) not (?:really |much of )?(?:a|an) (?:\w+ ){1,2}(?:person|fan|guy|girl|type|lover)\b"
+    r"|\bno (?:\w+ ){1,2}for me\b|\b(?:goes|go|sent) straight back\b|\bdon't ever\b|\bnever ever\b"
     r"|\bkeep me (?:away|off|out)\b|\bno more\b|\bnever ever\b|\bnever (?:play|put on|suggest|show|book|pick|choose|"
     r"route)\b",
     re.I)
@@ -133,10 +146,19 @@ _ONE_OFF = re.compile(
     r"instead|this weekend|next stop)\b", re.I)
 
 
-def vetoed(clause: str) -> bool:
+def vetoed(text: str) -> bool:
     """Ownership and one-off markers that no embedding similarity outweighs: another person's taste with
-    no first-person subject beside it ("my wife likes the seat warm"), or an explicitly temporary wish
-    without a habit ("for this evening only, set the lights to warm")."""
+    no first-person subject beside it ("my wife likes the seat warm"), an explicitly temporary wish
+    without a habit ("for this evening only, set the lights to warm"), a bare command ("Set the lights
+    to blue"). A turn of several clauses is vetoed only if no clause of it states a preference outright
+    ("Let's go to PetroLux instead. I prefer their service." is not)."""
+    parts = clauses(text)
+    if len(parts) > 1 and any(explicit_cue(p) and not _vetoed_clause(p) for p in parts):
+        return False
+    return _vetoed_clause(text)
+
+
+def _vetoed_clause(clause: str) -> bool:
     words = clause.strip()
     if _THIRD_PARTY.search(words):
         rest = _THIRD_PARTY.sub(" ", words)

@@ -58,8 +58,8 @@ from ..schema.model import DetailRef, Schema
 from .category_index import CategoryIndex, fingerprint
 from .head import TrainedHead, bundled_head
 from .lasting import LastingModel, bundled_lasting, cue_of
-from .phrasing import grounded_phrase, states_preference
-from .speech import clauses, is_english, strip_speech
+from .phrasing import content_spans, grounded_phrase, states_preference
+from .speech import clauses, is_english, phrases, strip_speech
 from .turn_gate import TurnGate, bundled_gate
 from .vocabulary import literal_attributes
 
@@ -74,7 +74,8 @@ class ZeroShotRule:
     further: float = 0.30
     vocab_boost: float = 0.15
     attribute_min: float = 0.55   # nearest vocabulary item is used only this close, else the user's own words
-    lasting: float = 0.35         # the lasting model's probability a clause needs on a schema it was not trained for
+    lasting: float = 0.35
+    phrase: float = 0.5           # cosine a phrase of a clause needs to add a category of its own         # the lasting model's probability a clause needs on a schema it was not trained for
 
 
 @dataclass
@@ -85,6 +86,7 @@ class _Unit:
     text: str        # what is embedded and scored
     turn: str        # the user turn it came from (the candidate's provenance)
     whole: bool      # the whole turn (True) or one clause of a multi-clause turn
+    parent: Optional[int] = None   # a phrase: the unit (clause or one-clause turn) it was cut from
 
 
 @dataclass
@@ -107,8 +109,11 @@ class LocalExtractor:
     def __init__(self, embedder, head: Optional[TrainedHead] | object = _UNSET, zero_shot: ZeroShotRule = ZeroShotRule(),
                  max_candidates: int = 3, cache_size: int = 32, common_weight: float = 0.5,
                  gate: Optional[TurnGate] | object = _UNSET, lasting: Optional[LastingModel] | object = _UNSET,
-                 implied_min: float = 0.6, attribute_min: float = 0.45):
+                 implied_min: float = 0.6, attribute_min: float = 0.45, span_min: float = 0.45,
+                 phrase_min: Optional[float] = None):
         self.embedder = embedder
+        self.phrase_min = 0.8 if phrase_min is None else phrase_min   # category score a phrase of a clause needs
+        self.span_min = span_min           # a phrase of the user's own words must be this close to the category
         self.implied_min = implied_min     # trained head: a category this sure may take its closest vocabulary item
         self.attribute_min = attribute_min  # trained head: nearest vocabulary item accepted this close
         self.head = bundled_head() if head is _UNSET else head
@@ -169,6 +174,12 @@ class LocalExtractor:
             probs = (self.lasting.probabilities if use_head else self.lasting.zero_shot_probabilities)(texts, X)
             for s in scored:
                 s.lasting = float(probs[s.row])
+            # a phrase shares the durability of the clause it was cut from ("..., that's how I always like it")
+            of_unit = {s.turn: s.lasting for s in scored}
+            for s in scored:
+                parent = units[s.turn].parent
+                if parent is not None:
+                    s.lasting = max(s.lasting, of_unit.get(parent, 0.0))
         rule = self.head.thresholds if use_head else self.zero_shot
         per: list[list[_Scored]] = [[] for _ in conversations]
         for s in scored:
@@ -177,8 +188,10 @@ class LocalExtractor:
         out = []
         for ss in per:
             cands: list[Candidate] = []
-            for s in self._decide(ss, rule.further, units):
-                cands.extend(self._candidates(index, units[s.turn], X[s.row], s, use_head))
+            for s in self._decide(ss, rule.further, units, index.multiple,
+                                  self.phrase_min if use_head else self.zero_shot.phrase):
+                cands.extend(c for c in self._candidates(index, units[s.turn], X[s.row], s, use_head)
+                             if (c.path, c.attribute.lower()) not in {(d.path, d.attribute.lower()) for d in cands})
             out.append(cands[: self.max_candidates])
         return out
 
@@ -245,14 +258,15 @@ class LocalExtractor:
             out.append(_Scored(int(rows[j]), j, k, float(S[j, k]), self.zero_shot.first))
         return out
 
-    def _decide(self, scored: list[_Scored], further: float, units: list[_Unit]) -> list[_Scored]:
-        """The units that yield candidates, best first, one per category. The best unit needs its floor;
-        units of other turns need `further` too (a conversation rarely states two lasting preferences in
-        different turns), clauses of the same turn only their floor ("I'm vegan and I pay by card").
-        A clause replaces the whole turn it came from when both land on one category: its words are
-        the more precise source of the value."""
-        picks: list[_Scored] = []
-        at: dict[int, int] = {}   # category -> index in picks
+    def _decide(self, scored: list[_Scored], further: float, units: list[_Unit], multiple: set[int],
+                phrase_min: float) -> list[_Scored]:
+        """The units that yield candidates, best category first. The best unit needs its floor; units of
+        other turns need `further` too (a conversation rarely states two lasting preferences in different
+        turns), clauses of the same turn only their floor ("I'm vegan and I pay by card").
+        Per category one unit speaks: of the clauses that landed there, the one most clearly lasting
+        ("lights on full right now, but usually I keep them dim" -> the second), else the whole turn;
+        in a multi-preference category every lasting clause of that turn ("never pop, but I love country")."""
+        kept: list[_Scored] = []
         first_turn: Optional[str] = None
         for s in sorted(scored, key=lambda s: (-s.score, units[s.turn].whole)):
             u = units[s.turn]
@@ -261,17 +275,27 @@ class LocalExtractor:
                 continue
             if first_turn is None:
                 first_turn = u.turn
-            if s.category is None:
-                continue
-            if s.category in at:
-                prev = picks[at[s.category]]
-                if units[prev.turn].whole and not u.whole and units[prev.turn].turn == u.turn:
-                    picks[at[s.category]] = s
-                continue
+            if s.category is not None:
+                kept.append(s)
+        groups: dict[int, list[_Scored]] = {}
+        for s in kept:
+            if units[s.turn].parent is None:
+                groups.setdefault(s.category, []).append(s)
+        for s in kept:   # a phrase only adds a category its clause did not already give, and only when sure of it
+            if units[s.turn].parent is not None and s.category not in groups and s.score >= phrase_min:
+                groups[s.category] = [s]
+        picks: list[_Scored] = []
+        for cat, group in groups.items():   # insertion order = best score first
             if len(picks) >= self.max_candidates:
+                break
+            parts = [s for s in group if not units[s.turn].whole]
+            if not parts:
+                picks.append(group[0])
                 continue
-            at[s.category] = len(picks)
-            picks.append(s)
+            best = max(parts, key=lambda s: (s.lasting, s.score))
+            picks.append(best)
+            if cat in multiple:
+                picks.extend(s for s in parts if s is not best and units[s.turn].turn == units[best.turn].turn)
         return picks
 
     # --- attribute ----------------------------------------------------------------------
@@ -280,9 +304,13 @@ class LocalExtractor:
         multi-preference category), none if no value can be grounded in the user's words."""
         ref = index.refs[s.category]
         attrs = ref.detail.attributes
-        values = literal_attributes(unit.text, attrs) if attrs else []
+        values = _preferred(unit.text, literal_attributes(unit.text, attrs)) if attrs else []
         if not ref.detail.multiple:
             values = values[:1]
+        if unit.parent is not None and not values:
+            return []   # a phrase counts only where it names a value of the category itself
+        if not values and _is_yes_no(attrs):
+            values = ["Yes" if "Yes" in attrs else next(a for a in attrs if a.lower() == "yes")]
         if not values and attrs:
             near, sim = index.nearest_attribute(x, s.category)
             if near is not None and sim >= (self.attribute_min if use_head else self.zero_shot.attribute_min):
@@ -294,6 +322,11 @@ class LocalExtractor:
             # a confident category whose value the user implied without naming it ("route with least
             # traffic" -> Low): the closest vocabulary item, never words cut from the request
             values = [index.nearest_attribute(x, s.category)[0]]
+        if not values:
+            # the user's own words that are most about the category ("I bring my dog" -> "dog")
+            span, sim = index.closest_span(content_spans(unit.text), s.category)
+            if span is not None and sim >= self.span_min:
+                values = [span]
         cue = cue_of(unit.text)
         out = []
         for v in values:
@@ -338,19 +371,29 @@ def _units(conversations: Sequence[Conversation]) -> list[_Unit]:
                 continue
             # the whole turn as said (punctuation kept: the head and the gate were trained on whole turns)
             out.append(_Unit(ci, strip_speech(turn), turn, True))
+            heads = [len(out) - 1]
             if len(parts) > 1:
-                out.extend(_Unit(ci, p, turn, False) for p in parts)
+                heads = []
+                for p in parts:
+                    out.append(_Unit(ci, p, turn, False))
+                    heads.append(len(out) - 1)
+            for h in heads:   # "keep it at 21 degrees with the fan on low": each phrase may name another category
+                pieces = phrases(out[h].text)
+                if len(pieces) > 1:
+                    out.extend(_Unit(ci, q, turn, False, parent=h) for q in pieces)
     return out
 
 
 _NEG_BEFORE = re.compile(
     r"\b(?:hate|dislike|detest|loathe|despise|can't stand|cannot stand|can't bear|don't like|do not like|don't enjoy|"
+    r"don't ever|do not ever|can't handle|cannot handle|spare me|not my (?:thing|scene|style)|no\s(?=\w+ for me)|"
     r"do not enjoy|don't want|do not want|don't do|never|no more|not a fan|not into|sick of|tired of|done with|"
     r"opposed to|allergic to|intolerant|stay away from|steer clear of|keep me away from|won't|will not|refuse|"
     r"don't eat|do not eat|don't drink|can't eat|not for me|bores? me|skip)\b", re.I)
 _NOT_NEGATIVE = re.compile(r"\b(?:don't mind|do not mind|never mind|wouldn't mind|not bother|never (?:\w+ )?(?:anywhere|anything|anyone) "
                            r"(?:but|except|other than)|can't get enough|can't go wrong|never miss|never skip|never without|"
                            r"never fails?|no matter)\b", re.I)
+_NEGATIVE_VALUE = re.compile(r"^(?:no|not|never|none|indifferent|avoid)\b|allerg|intoleran|-free\b|\bfree of\b", re.I)
 _AVOIDANCE = re.compile(r"\b(?:avoid|avoidance|allerg|intoleran|restriction)", re.I)
 
 
@@ -363,6 +406,8 @@ def _dislikes(text: str, ref: DetailRef, value: str) -> bool:
     steakhouses, not against vegetarian). In a category that itself records what to avoid ("Avoidance
     of specific road types", allergies) avoiding is the preference, not its opposite."""
     if _NOT_NEGATIVE.search(text) or not _NEG_BEFORE.search(text):
+        return False
+    if _NEGATIVE_VALUE.search(value):   # "Never considers price", "Seafood Allergies", "Gluten-Free": already negative
         return False
     about = f"{ref.detail.name} {ref.detail.description or ''}"
     if _AVOIDANCE.search(about):
@@ -386,3 +431,27 @@ def _negate(value: str, attributes: Sequence[str]) -> str:
         if no:
             return no
     return f"not {value}"
+
+
+_CONTRAST = re.compile(r"\b(?:over|rather than|instead of|more than|than|not|but not|versus|vs)\b", re.I)
+
+
+def _preferred(text: str, values: list[str]) -> list[str]:
+    """Values named in order, minus any that come after a contrast with an earlier one: in "local farms
+    over supermarkets" only the first is the preference."""
+    low = text.lower()
+    out: list[str] = []
+    last_end = 0
+    for v in values:
+        m = re.search(re.escape(v.split("(")[0].split("/")[0].strip().lower()), low[last_end:])
+        start = last_end + m.start() if m else last_end
+        if out and _CONTRAST.search(low[last_end:start]):
+            break
+        out.append(v)
+        last_end = start + (m.end() - m.start() if m else 0)
+    return out
+
+
+def _is_yes_no(attributes) -> bool:
+    """A category whose value is just whether the user wants the thing (Yes / No ... / Indifferent ...)."""
+    return any(a.strip().lower() == "yes" for a in attributes)

@@ -65,3 +65,33 @@ def grounded_phrase(sentence: str, max_words: int = 4) -> str | None:
     if not phrase or all(w.lower() in _EMPTY for w in words):
         return None
     return phrase
+
+
+_SPAN_STOP = frozenset((
+    "i me my mine we our us you your he she it its they them their this that these those there here a an the and or "
+    "but so if then than as of in on at to for with from by about into over after before up down out off again "
+    "is are was were be been being am do does did have has had will would can could should shall may might must "
+    "not no never always usually really just very quite too also only even ever all any some every each much more most "
+    "please like love prefer hate enjoy want need get go going make put give take let keep find bring "
+    "what who where when why how which whenever wherever while because since though although thing things stuff "
+    "one ones lot bit kind sort way time times day days honestly actually basically literally definitely "
+    "i'm i've i'd i'll it's that's don't can't won't isn't aren't doesn't didn't").split())
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z'-]*")
+
+
+def content_spans(clause: str, max_len: int = 3, limit: int = 40) -> list[str]:
+    """Short runs of content words from the clause ("middle seat", "dog", "hot weather"): the only
+    free values the extractor may store when no vocabulary item is named."""
+    words = _TOKEN.findall(clause)
+    out: list[str] = []
+    for i in range(len(words)):
+        if words[i].lower() in _SPAN_STOP:
+            continue
+        for n in range(1, max_len + 1):
+            span = words[i:i + n]
+            if len(span) < n or span[-1].lower() in _SPAN_STOP:
+                continue
+            if any(w.lower() in _SPAN_STOP for w in span[1:-1]):
+                break
+            out.append(" ".join(span))
+    return list(dict.fromkeys(out))[:limit]

@@ -92,3 +92,12 @@ def _merge_short(pieces: list[str]) -> list[str]:
         else:
             out.append(carry)
     return out
+
+
+_PHRASE_CUT = re.compile(r",\s*|\s+(?:and|with|plus|but|also)\s+", re.I)
+
+
+def phrases(clause: str) -> list[str]:
+    """A clause cut at commas and joining words ("at 21 degrees with the fan on low" -> two pieces), so a
+    second category named in the same breath gets scored on its own. Pieces are kept in order."""
+    return [p.strip() for p in _PHRASE_CUT.split(clause) if p and _WORD.search(p)]

@@ -26,7 +26,9 @@ def is_name(attribute: str) -> bool:
 
 
 def _pattern(term: str) -> re.Pattern:
-    return re.compile(r"(?<![0-9a-z])" + re.escape(term) + r"(?![0-9a-z])")
+    """The term as a whole word or phrase, also in the plural ("hostels", "beaches" for "hostel", "beach")."""
+    plural = r"(?:s|es)?" if term[-1:].isalpha() else ""
+    return re.compile(r"(?<![0-9a-z])" + re.escape(term) + plural + r"(?![0-9a-z])")
 
 
 class VocabularyIndex:
@@ -91,7 +93,7 @@ def literal_attribute(sentence: str, attributes: Sequence[str]) -> str | None:
         if _pattern(t).search(low) and (best is None or len(t) > len(term_of(best))):
             best = a
     if best is None:
-        nums = set(re.findall(r"\d+(?:\.\d+)?", low))
+        nums = set(re.findall(r"\d+(?:\.\d+)?", low)) | spoken_numbers(low)
         for a in attributes:
             an = re.findall(r"\d+(?:\.\d+)?", term_of(a))
             if an and an[0] in nums:
@@ -122,4 +124,22 @@ def literal_attributes(sentence: str, attributes: Sequence[str]) -> list[str]:
     if not out:
         one = literal_attribute(sentence, attributes)
         return [one] if one else []
+    return out
+
+
+_UNITS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+                                     "fifteen sixteen seventeen eighteen nineteen".split())}
+_TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if w != "_"}
+
+
+def spoken_numbers(text: str) -> set[str]:
+    """Numbers said in words, as digits ("twenty two degrees" -> "22"): speech transcripts rarely use digits."""
+    words = re.findall(r"[a-z]+", text.lower())
+    out: set[str] = set()
+    for i, w in enumerate(words):
+        if w in _TENS:
+            nxt = words[i + 1] if i + 1 < len(words) else ""
+            out.add(str(_TENS[w] + (_UNITS[nxt] if nxt in _UNITS and 0 < _UNITS[nxt] < 10 else 0)))
+        elif w in _UNITS and (i == 0 or words[i - 1] not in _TENS):
+            out.add(str(_UNITS[w]))
     return out
