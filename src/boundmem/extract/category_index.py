@@ -41,6 +41,7 @@ class CategoryIndex:
         self._proto: Optional[tuple[np.ndarray, np.ndarray]] = None
         self._attr: dict[int, np.ndarray] = {}
         self._head_vocab: Optional[tuple[object, VocabularyIndex]] = None
+        self.attribute_weight = 0.9   # weight of the closest "Detail: value" row in zero-shot category scores
         self.head_coverage: Optional[tuple[object, bool]] = None   # (head, covers this schema), set by the extractor
 
     def head_vocabulary(self, head) -> VocabularyIndex:
@@ -73,6 +74,11 @@ class CategoryIndex:
             cols = owner == i
             if cols.any():
                 out[:, i] = sims[:, cols].max(1)
+        if self.attribute_weight:
+            # a sentence close to one of the category's values ("Hostel", "Window seat") is about it too
+            for i, A in self._attributes().items():
+                if len(A) and A.shape[1] == X.shape[1]:
+                    out[:, i] = np.maximum(out[:, i], self.attribute_weight * (X @ A.T).max(1))
         return out
 
     def warm(self, prototypes: bool) -> None:

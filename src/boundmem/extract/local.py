@@ -57,7 +57,7 @@ from ..models import Candidate, Conversation
 from ..schema.model import DetailRef, Schema
 from .category_index import CategoryIndex, fingerprint
 from .head import TrainedHead, bundled_head
-from .lasting import LastingModel, bundled_lasting, cue_of
+from .lasting import LastingModel, bundled_lasting, cue_of, explicit_cue
 from .phrasing import content_spans, grounded_phrase, states_preference
 from .speech import clauses, is_english, phrases, strip_speech
 from .turn_gate import TurnGate, bundled_gate
@@ -97,6 +97,7 @@ class _Scored:
     score: float
     floor: float       # the score this unit needs to be picked at all
     lasting: float = 1.0
+    given_lasting: Optional[float] = None   # head: the category's share once "no preference" is ruled out
 
 
 class LocalExtractor:
@@ -114,6 +115,8 @@ class LocalExtractor:
         self.embedder = embedder
         self.phrase_min = 0.8 if phrase_min is None else phrase_min   # category score a phrase of a clause needs
         self.span_min = span_min           # a phrase of the user's own words must be this close to the category
+        self.sure_lasting = 0.8   # lasting probability above which the category need not beat "no preference"
+        self.sure_share = 0.55    # ... but must hold this share of the mass among the categories
         self.implied_min = implied_min     # trained head: a category this sure may take its closest vocabulary item
         self.attribute_min = attribute_min  # trained head: nearest vocabulary item accepted this close
         self.head = bundled_head() if head is _UNSET else head
@@ -158,6 +161,8 @@ class LocalExtractor:
         if use_head:
             cued, hits, all_hits = self._cues_and_hits(flat, index)
             keep = self._gate_mask(flat, cued, hits, all_hits)
+            if self.lasting is not None:   # a stated preference is always read, whatever the gate learned
+                keep |= np.array([explicit_cue(t) for t in flat], bool)
         else:
             cued = [states_preference(t) for t in flat]
             # without a lasting model, an uncued clause can never be picked on a zero-shot schema: not embedded
@@ -184,6 +189,10 @@ class LocalExtractor:
         per: list[list[_Scored]] = [[] for _ in conversations]
         for s in scored:
             if s.lasting >= threshold:
+                if (s.given_lasting is not None and s.score < s.floor and s.lasting >= self.sure_lasting
+                        and s.given_lasting >= self.sure_share):
+                    # clearly lasting, so "no preference" is out: a clear choice among the categories decides
+                    s.score = s.floor
                 per[units[s.turn].conv].append(s)
         out = []
         for ss in per:
@@ -238,12 +247,14 @@ class LocalExtractor:
         Z -= Z.max(1, keepdims=True)
         P = np.exp(Z)
         P /= P.sum(1, keepdims=True)
+        none = P[:, len(head.labels)]
         P = P[:, : len(head.labels)]
         best = P.argmax(1)
         where = {p: i for i, p in enumerate(index.paths)}
         th = head.thresholds
         return [_Scored(int(rows[j]), j, where.get(head.labels[k]), float(P[j, k]),
-                        th.first if cued[j] else max(th.first, th.bare))
+                        th.first if cued[j] else max(th.first, th.bare),
+                        given_lasting=float(P[j, k] / max(1e-6, 1.0 - none[j])))
                 for j, k in enumerate(best)]
 
     def _score_zero_shot(self, X: np.ndarray, rows: np.ndarray, texts: list[str], index: CategoryIndex) -> list[_Scored]:
