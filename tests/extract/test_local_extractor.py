@@ -164,11 +164,11 @@ def test_category_prototypes_are_embedded_once_per_schema(minilm):
     ex.extract(said("I prefer the house at 21 degrees."), home)
     ex.extract(said("I prefer the house at 22 degrees."), load_yaml(SMART_HOME))   # equal content, new object
     n_proto = sum(1 + len(r.detail.examples) for r in home.details())   # one description row + examples
-    # the user turn, the prototypes once; the literal "20" needs no attribute embedding; then one turn per call
-    assert calls == [1, n_proto, 1, 1]
+    n_attr = sum(len(r.detail.attributes) for r in home.details())
+    # the user turn; the prototypes and the vocabulary rows once (zero-shot scores see both); then one turn per call
+    assert calls == [1, n_proto, n_attr, 1, 1]
     got = ex.extract(said("I love shows about football and tennis."), home)  # needs the nearest vocabulary item
     assert [(x.path.detail, x.attribute) for x in got] == [("favorite_tv_genre", "Sports")]
     ex.extract(said("I love documentaries about nature."), home)
-    n_attr = sum(len(r.detail.attributes) for r in home.details())
-    # the turn and its two phrases ("... football", "tennis") in one batch, the vocabulary once, then one turn
-    assert calls[4:] == [3, n_attr, 1]
+    # the turn and its two phrases ("... football", "tennis") in one batch, then one turn: nothing schema-side again
+    assert calls[5:] == [3, 1]
