@@ -46,15 +46,17 @@ def make_extractor(name: str = "local", embedder=None):
         from .extract.keyword import KeywordExtractor
 
         return KeywordExtractor()
-    if name == "local":
+    if name in ("local", "local-lenient"):
         from .extract.local import LocalExtractor
 
-        return LocalExtractor(embedder or make_embedder())
+        # lenient: judged by category score alone, without the lasting-preference model (CarMem's labels
+        # count one-off commands as preferences; this reproduces what a category-only extractor gets there)
+        return LocalExtractor(embedder or make_embedder(), **({"lasting": None} if name == "local-lenient" else {}))
     if name == "llm":
         from .extract.llm import LLMExtractor
 
         return LLMExtractor.from_env()
-    raise ValueError(f"unknown extractor {name!r} (choose local, keyword or llm)")
+    raise ValueError(f"unknown extractor {name!r} (choose local, local-lenient, keyword or llm)")
 
 
 def make_maintainer(name: str = "local", embedder=None):

@@ -26,7 +26,7 @@ from .carmem_metrics import (MaintenanceRow, RetrievalRow, expected_action, is_l
                              retrieval_summary, same_attribute)
 from .report import Stopwatch, machine_info, progress, ratio, track
 
-EXTRACTORS = ("local", "keyword", "llm")
+EXTRACTORS = ("local", "local-lenient", "keyword", "llm")
 MAINTAINERS = ("local", "rules", "llm")
 EMBEDDERS = ("minilm", "openai", "hash")
 
@@ -469,7 +469,8 @@ def register(app: typer.Typer) -> None:
     def carmem(
         data: Path = typer.Option(..., "--data", help="CarMem dataset.jsonl (one user per line).", exists=True, dir_okay=False),
         out: Path = typer.Option(Path("bench-out/carmem"), "--out", help="Output folder (report.md, results.json, PNGs)."),
-        extractor: str = typer.Option("local", "--extractor", help="local | keyword | llm"),
+        extractor: str = typer.Option("local", "--extractor",
+                                      help="local | local-lenient (no lasting-preference gate) | keyword | llm"),
         maintainer: str = typer.Option("local", "--maintainer", help="local | rules | llm"),
         embedder: str = typer.Option("minilm", "--embedder", help="minilm (or minilm-onnx, minilm-torch) | openai | hash (hash: model-free, harness checks only)"),
         split: str = typer.Option("test", "--split", help="test = first 50 users (the paper's); train = the other 50."),

@@ -100,9 +100,8 @@ def personal_request(text: str) -> Optional[str]:
     """A task for the assistant, or a question whose answer depends on the asker ("what song could I learn next?",
     "what exercises are good for building strength"), or None. Chit-chat ("tell me a joke") is not one."""
     q = " ".join(text.split())
-    for clause in re.split(r"[.!?;,]\s+|\s+(?:and|so|but) (?=\w+ me\b)", q):  # "I have an exam, make me a playlist"
-        if m := _TASK.search(clause):
-            return m.group(0).strip()
+    if m := _TASK.search(q):
+        return m.group(0).strip()
     qs = _questions(q) or (q if re.match(r"^\W*(what|which|where|how|who|when|should|can|could)\b", q, re.I) else "")
     if qs and (m := _PERSONAL_Q.search(qs)) and re.search(r"\b(should|could|can|would|do|will|need)\b", qs, re.I):
         return f"question about the user's own choice {m.group(0)!r}"

@@ -97,6 +97,9 @@ _IMPERATIVE = frozenset(
 _QUESTION_START = frozenset(
     "what what's whats who who's where where's when why how how's which is are do does did can could will would "
     "should shall may might isn't aren't don't doesn't didn't won't whose whom".split())
+# questions that ask for information; "can you / could you ..." are requests and are judged as such
+_INFO_QUESTION = frozenset("what what's whats who who's where where's when why how how's which is are does did isn't "
+                           "aren't whose was were".split())
 _ACCEPT = re.compile(
     r"^(?:yes|yeah|yep|yup|sure|ok|okay|fine|alright|all right|sounds good|sounds great|perfect|great|good|that one|"
     r"the first one|the second one|the last one|that's fine|go with|let's do|let's go with|do it|why not|cool)\b", re.I)
@@ -167,7 +170,12 @@ def _vetoed_clause(clause: str) -> bool:
     if bool(_ONE_OFF.search(words)) and not _HABIT.search(_ONE_OFF.sub(" ", words)):
         return True
     on = dict(zip(FEATURES, cue_features(words)))
-    return bool(on["imperative"] and not on["cue_any"])   # a bare command ("Set the lights to blue") is for now
+    if on["imperative"] and not on["cue_any"]:   # a bare command ("Set the lights to blue") is for now
+        return True
+    # a question asks, it does not tell ("Is street parking usually available?"), unless the speaker says
+    # something of themselves in it ("Why do you keep suggesting highways when I always avoid them?")
+    first = (_WORD.findall(words.lower()) or [""])[0]
+    return first in _INFO_QUESTION and not (explicit_cue(words.rstrip("?")) and _FIRST_PERSON.search(words))
 
 
 _CUED = 0.9
