@@ -112,3 +112,41 @@ def test_the_audit_log_records_why_it_was_stored(tmp_path, minilm):
 def test_the_bundled_model_is_for_minilm():
     m = bundled_lasting()
     assert m is not None and m.embedder == "minilm" and m.dim == 384 and 0 < m.threshold < 1
+
+
+def test_training_reads_no_test_user_and_no_held_out_slurp(shared_data):
+    """The lasting model's training items come from CarMem users 51-100, SLURP's train part and the challenge
+    set's train split only: no sentence of the CarMem test split, SLURP's held-out part or a held-out challenge
+    conversation may appear among them."""
+    import json
+    from pathlib import Path
+
+    from boundmem.extract import lasting_training as lt
+
+    challenge = Path(lt.__file__).parents[1] / "bench" / "challenge_data"
+    items = lt.training_items(shared_data / "carmem" / "dataset.jsonl", shared_data / "slurp" / "devel.jsonl", challenge)
+    texts = {t for t, _, _ in items}
+    lines = (shared_data / "carmem" / "dataset.jsonl").read_text().splitlines()
+
+    def said_by(users):
+        out = set()
+        for u in users:
+            for c in json.loads(u)["data"]:
+                out |= {t["USER"] for t in c["extraction_conversation"] if "USER" in t}
+                out |= {c["next_conversation_question"], *c["maintenance_questions"].values()}
+        return out
+
+    # a sentence the generator gave a training user too may be learnt from; nothing only a test user said
+    assert not (texts & said_by(lines[:50])) - said_by(lines[50:])
+    slurp = [json.loads(line) for line in (shared_data / "slurp" / "devel.jsonl").read_text().splitlines()]
+    held = {r["sentence"] for r in slurp if lt.slurp_heldout(r["slurp_id"])}
+    seen_in_train = {r["sentence"] for r in slurp if not lt.slurp_heldout(r["slurp_id"])}
+    assert not (texts & held) - seen_in_train          # a sentence in both parts may come from the train part
+    assert len([1 for _, _, src in items if src == "slurp"]) > 1000
+    held_conv = [json.loads(line) for f in challenge.glob("incar*.jsonl") for line in f.read_text().splitlines()
+                 if line.strip() and json.loads(line)["split"] == "heldout"]
+    held_user = {c for r in held_conv for t in r["turns"] if t["role"] == "user" for c in lt.clauses(t["text"])}
+    train_user = {c for f in challenge.glob("incar*.jsonl") for line in f.read_text().splitlines() if line.strip()
+                  for r in [json.loads(line)] if r["split"] == "train"
+                  for t in r["turns"] if t["role"] == "user" for c in lt.clauses(t["text"])}
+    assert not (texts & held_user) - train_user - {t for t, _, s in items if s != "challenge"}

@@ -338,7 +338,8 @@ class LocalExtractor:
             span, sim = index.closest_span(content_spans(unit.text), s.category)
             if span is not None and sim >= self.span_min:
                 values = [span]
-        cue = cue_of(unit.text)
+        # why it was judged lasting, for the audit log: the cue words, else the model's probability
+        cue = cue_of(unit.text) or (f"no cue word; lasting model p={s.lasting:.2f}" if self.lasting is not None else "")
         out = []
         for v in values:
             v = _negate(v, attrs) if _dislikes(unit.text, ref, v) else v
