@@ -164,8 +164,9 @@ def vetoed(text: str) -> bool:
 def _vetoed_clause(clause: str) -> bool:
     words = clause.strip()
     if _THIRD_PARTY.search(words):
+        # someone else's taste, unless the speaker states one of their own beside it ("... but I can't stand it")
         rest = _THIRD_PARTY.sub(" ", words)
-        if not re.search(r"\b(?:i|i'm|im|i've|i'd|we|we're)\b", rest, re.I):
+        if not (explicit_cue(rest) and re.search(r"\b(?:i|i'm|im|i've|i'd|me|my)\b", rest, re.I)):
             return True
     if bool(_ONE_OFF.search(words)) and not _HABIT.search(_ONE_OFF.sub(" ", words)):
         return True

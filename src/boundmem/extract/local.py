@@ -57,7 +57,7 @@ from ..models import Candidate, Conversation
 from ..schema.model import DetailRef, Schema
 from .category_index import CategoryIndex, fingerprint
 from .head import TrainedHead, bundled_head
-from .lasting import LastingModel, bundled_lasting, cue_of, explicit_cue
+from .lasting import LastingModel, bundled_lasting, cue_of, explicit_cue, vetoed
 from .phrasing import content_spans, grounded_phrase, states_preference
 from .speech import clauses, is_english, phrases, strip_speech
 from .turn_gate import TurnGate, bundled_gate
@@ -184,7 +184,7 @@ class LocalExtractor:
             for s in scored:
                 parent = units[s.turn].parent
                 if parent is not None:
-                    s.lasting = max(s.lasting, of_unit.get(parent, 0.0))
+                    s.lasting = of_unit[parent] if parent in of_unit else (0.0 if vetoed(units[parent].text) else s.lasting)
         rule = self.head.thresholds if use_head else self.zero_shot
         per: list[list[_Scored]] = [[] for _ in conversations]
         for s in scored:
@@ -400,13 +400,18 @@ _NEG_BEFORE = re.compile(
     r"\b(?:hate|dislike|detest|loathe|despise|can't stand|cannot stand|can't bear|don't like|do not like|don't enjoy|"
     r"don't ever|do not ever|can't handle|cannot handle|spare me|not my (?:thing|scene|style)|no\s(?=\w+ for me)|"
     r"do not enjoy|don't want|do not want|don't do|never|no more|not a fan|not into|sick of|tired of|done with|"
-    r"opposed to|allergic to|intolerant|stay away from|steer clear of|keep me away from|won't|will not|refuse|"
+    r"opposed to|allergic to|intolerant|stay away from|steer clear of|keep me away from|won't|will not|refuse|avoid|"
     r"don't eat|do not eat|don't drink|can't eat|not for me|bores? me|skip)\b", re.I)
 _NOT_NEGATIVE = re.compile(r"\b(?:don't mind|do not mind|never mind|wouldn't mind|not bother|never (?:\w+ )?(?:anywhere|anything|anyone) "
                            r"(?:but|except|other than)|can't get enough|can't go wrong|never miss|never skip|never without|"
                            r"never fails?|no matter)\b", re.I)
+_NEG_AFTER = re.compile(
+    r"\b(?:(?:is|are)(?:n't| not)|is|are|just|really|simply|totally)?\s*(?:not (?:for me|my (?:thing|scene|style|cup of tea))|"
+    r"(?:a )?no(?:-go)? for me|bores? me|annoys? me|drives? me (?:crazy|mad|nuts)|(?:is|are) the worst|"
+    r"(?:isn't|aren't|is not|are not) (?:for me|my (?:thing|scene|style))|make me (?:sick|miserable|nervous)|"
+    r"(?:is|are) (?:off the table|out|a no|a dealbreaker|a deal breaker|overrated)|no thanks|no thank you)\b", re.I)
 _NEGATIVE_VALUE = re.compile(r"^(?:no|not|never|none|indifferent|avoid)\b|allerg|intoleran|-free\b|\bfree of\b", re.I)
-_AVOIDANCE = re.compile(r"\b(?:avoid|avoidance|allerg|intoleran|restriction)", re.I)
+_AVOIDANCE = re.compile(r"\b(?:avoid|avoidance|allerg|intoleran|restriction|need for)", re.I)
 
 
 _BREAK = re.compile(r"[,;:.!?]|\s(?:so|but|and|because|since|though|although|while|whereas)\s", re.I)
@@ -417,23 +422,26 @@ def _dislikes(text: str, ref: DetailRef, value: str) -> bool:
     it in the same stretch of words ("I'm vegetarian, so never suggest steakhouses" turns against
     steakhouses, not against vegetarian). In a category that itself records what to avoid ("Avoidance
     of specific road types", allergies) avoiding is the preference, not its opposite."""
-    if _NOT_NEGATIVE.search(text) or not _NEG_BEFORE.search(text):
+    if _NOT_NEGATIVE.search(text) or not (_NEG_BEFORE.search(text) or _NEG_AFTER.search(text)):
         return False
     if _NEGATIVE_VALUE.search(value):   # "Never considers price", "Seafood Allergies", "Gluten-Free": already negative
         return False
-    about = f"{ref.detail.name} {ref.detail.description or ''}"
-    if _AVOIDANCE.search(about):
+    if _AVOIDANCE.search(ref.detail.name):   # the category's own name says it records what to avoid
         return False
-    m = re.search(r"(?<![0-9a-z])" + re.escape(value.split("(")[0].strip().lower()) + r"(?![0-9a-z])", text.lower())
+    term = value.split("(")[0].strip().lower()
+    m = re.search(r"(?<![0-9a-z])" + re.escape(term) + r"(?:s|es)?(?![0-9a-z])", text.lower())
     if not m:
         return True
     before = text[: m.start()]
     last = None
     for last in _NEG_BEFORE.finditer(before):
         pass
-    if last is None:   # negation only after the value: "jazz? no, never" is too loose to read; the value is not negated
-        return False
-    return not _BREAK.search(before[last.end():])
+    if last is not None and not _BREAK.search(before[last.end():]):
+        return True
+    # the value as the subject, the verdict after it: "Hostels are not for me", "Shopping malls bore me"
+    after = text[m.end():]
+    verdict = _NEG_AFTER.search(after)
+    return bool(verdict) and not _BREAK.search(after[: verdict.start()])
 
 
 def _negate(value: str, attributes: Sequence[str]) -> str:
