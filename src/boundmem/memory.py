@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from .extract.base import Extractor
 from .maintain.base import Maintainer, enforce_multiplicity
@@ -29,6 +29,7 @@ class Memory:
     maintainer: Maintainer
     embedder: Embedder
     retriever: Retriever = field(init=False)
+    _jobs: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.retriever = Retriever(self.store, self.embedder, self.schema)
@@ -50,15 +51,44 @@ class Memory:
     def user_schema(self, user: str) -> Schema:
         return self.schema.prune(self.store.opt_outs(user))
 
-    def add(self, conversation: Conversation, user: str) -> IngestResult:
+    def add(self, conversation: Conversation, user: str, then: Optional[Callable[[Any, IngestResult], None]] = None
+            ) -> IngestResult:
         """Ingest one conversation in one transaction: all its decisions land, or none do."""
         schema = self.user_schema(user)
         candidates = self.extractor.extract(conversation, schema)
-        return self.apply(candidates, user, conversation.id, schema)
+        return self.apply(candidates, user, conversation.id, schema, then=then)
+
+    # --- asynchronous ingestion (jobs.py: a durable queue in the store's database) -------------
+    @property
+    def jobs(self):
+        """The store's job queue (created on first use)."""
+        if self._jobs is None:
+            from .jobs import JobQueue
+
+            self._jobs = JobQueue(self.store)
+        return self._jobs
+
+    def submit(self, conversation: Conversation, user: str, start_worker: bool = True):
+        """Queue a conversation for `add` and return at once with its `Job` (committed, so it survives a crash).
+        A worker thread of this Memory drains the queue (started here unless `start_worker=False`); follow it
+        with `job(id)` or `wait(id)`."""
+        job = self.jobs.submit(user, conversation)
+        if start_worker:
+            self.jobs.start(self)
+        return job
+
+    def job(self, job_id: str, user: Optional[str] = None):
+        return self.jobs.get(job_id, user)
+
+    def wait(self, job_id: str, timeout: float = 30.0):
+        return self.jobs.wait(job_id, timeout)
 
     def apply(self, candidates: list[Candidate], user: str, conversation_id: Optional[str],
-              schema: Optional[Schema] = None) -> IngestResult:
-        """Maintain and store already-extracted candidates (used by `add`, and by callers with their own extractor)."""
+              schema: Optional[Schema] = None, then: Optional[Callable[[Any, IngestResult], None]] = None
+              ) -> IngestResult:
+        """Maintain and store already-extracted candidates (used by `add`, and by callers with their own extractor).
+        `then(tx, result)` runs inside the write transaction after the decisions (the job queue marks its job
+        done there, so both commit together); it is not called when there is nothing to write."""
         schema = schema or self.user_schema(user)
         result = IngestResult(user=user, conversation_id=conversation_id or "")
         allowed: list[tuple[Candidate, object]] = []
@@ -105,6 +135,8 @@ class Memory:
                     result.blocked.append(c)
                     continue
                 result.decisions.append(d)
+            if then is not None:
+                then(tx, result)
         return result
 
     def _embed_rewrites(self, allowed, decisions: list[Decision], vec_of: dict) -> None:
@@ -167,6 +199,8 @@ class Memory:
         return self.store.export(user)
 
     def forget(self, user: str) -> int:
+        if self._jobs is not None:   # queued conversations of the user go too (before the store's WAL wipe)
+            self._jobs.forget_user(user)
         return self.store.forget(user, cause="user asked to be forgotten")
 
 

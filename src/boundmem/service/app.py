@@ -21,18 +21,22 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi_offline import FastAPIOffline
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..api_models import (ConversationIn, ErrorOut, ForgetOut, IngestOut, JobOut, OptInOut, OptOutList, OptOutOut,
+                          PreferenceList, PreferenceOut, RecallHitOut, RecallOut, RecallRequest, RevokeOut, TokenOut,
+                          TokenRequest, WhoAmIOut)
 from ..extract.base import ExtractionError
 from ..llm.errors import LLMError
 from ..memory import Memory
-from ..models import AuditEntry, Candidate, Conversation, Decision, Preference, Turn, UserExport
-from ..schema.model import CategoryPath, Schema, UnknownCategoryError
+from ..models import AuditEntry, Conversation, Preference, UserExport
+from ..schema.model import Schema, UnknownCategoryError
 from ..store import base as store_base
 from ..store.base import NotFoundError
 from ..user_id import RULE as USER_ID_RULE
 from ..user_id import USER_ID_PATTERN, check_user_id, namespaced
+from . import jobs_api
 from .auth import KeyRing
 from .limits import (BUSY_ERRORS, DEFAULT_BURST, DEFAULT_MAX_BODY_BYTES, DEFAULT_RATE, BodySizeLimit, ContentLimits,
                      LimitExceeded, RateLimiter, dimension_error, error_body, is_store_busy, retry_after)
@@ -42,113 +46,6 @@ log = logging.getLogger("boundmem.service")
 STATIC = FsPath(__file__).parent / "static"
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
             "form-action 'none'; frame-ancestors 'none'; base-uri 'none'")
-
-
-# --- request / response models -------------------------------------------------------------------
-class ConversationIn(BaseModel):
-    """A conversation to learn from. Only the user's turns are mined for preferences."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: str = Field(min_length=1, max_length=200, description="Your id for the conversation; kept as provenance.")
-    turns: list[Turn] = Field(min_length=1, max_length=1000)
-    at: Optional[datetime] = None
-
-
-class RecallRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    utterance: str = Field(min_length=1, max_length=4000, description="What the user just said.")
-    k: Optional[int] = Field(5, ge=1, le=100, description="How many preferences; null = dynamic (the best match's subcategory).")
-
-
-class PreferenceOut(BaseModel):
-    id: str
-    user: str
-    path: CategoryPath
-    category: str = Field(description="Display names, 'Main > Sub > Detail'.")
-    attribute: str
-    sentence: str = Field(description="The user's sentence the preference was taken from.")
-    conversation_id: Optional[str] = None
-    created_at: datetime
-    updated_at: datetime
-
-
-class PreferenceList(BaseModel):
-    user: str
-    preferences: list[PreferenceOut]
-
-
-class IngestOut(BaseModel):
-    user: str
-    conversation_id: str
-    decisions: list[Decision]
-    blocked: list[Candidate] = Field(description="Candidates dropped because their category is opted out.")
-
-
-class RecallHitOut(BaseModel):
-    preference: PreferenceOut
-    score: float
-
-
-class RecallOut(BaseModel):
-    user: str
-    hits: list[RecallHitOut]
-
-
-class OptOutList(BaseModel):
-    user: str
-    opt_outs: list[str]
-
-
-class OptOutOut(BaseModel):
-    user: str
-    category: str = Field(description="The canonical category prefix opted out.")
-    purged: list[PreferenceOut]
-
-
-class OptInOut(BaseModel):
-    user: str
-    category: str
-    changed: bool = Field(description="False if the user was not opted out of exactly this category.")
-
-
-class ForgetOut(BaseModel):
-    user: str
-    erased: int = Field(description="How many preferences were erased.")
-
-
-class ErrorOut(BaseModel):
-    """Every error: `code` (machine-readable; for a limit, the limit's name), `message`, and `limit` when one was hit."""
-
-    detail: Any
-    message: str
-    code: str
-    limit: Optional[dict] = Field(None, description="The limit that was hit: {name, value}.")
-
-
-class TokenRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    ttl_seconds: Optional[int] = Field(None, ge=1, description="Lifetime (default 15 min; at most the server's maximum).")
-
-
-class TokenOut(BaseModel):
-    user: str
-    token: str = Field(description="Send as `Authorization: Bearer TOKEN`.")
-    expires_at: datetime
-    page_url: str = Field(description="The transparency page for this user, the token in the URL fragment.")
-
-
-class RevokeOut(BaseModel):
-    user: str
-    revoked: bool
-
-
-class WhoAmIOut(BaseModel):
-    kind: str = Field(description="'tenant' (API key) or 'user' (user token).")
-    user: Optional[str] = None
-    expires_at: Optional[datetime] = None
 
 
 MemorySource = Union[Memory, Callable[[], Memory]]
@@ -341,12 +238,17 @@ def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
 
     # --- memory --------------------------------------------------------------------------------
     @app.post("/v1/users/{user}/conversations", response_model=IngestOut, tags=["memory"],
-              responses={502: {"model": ErrorOut}})
-    def add_conversation(body: ConversationIn, s: Subj, mem: Mem) -> IngestOut:
+              responses={502: {"model": ErrorOut}, 202: {"model": JobOut}})
+    def add_conversation(body: ConversationIn, s: Subj, mem: Mem,
+                         run_async: Annotated[bool, Query(alias="async", description=(
+                             "Answer 202 with a job at once; a worker applies it (durable, in order per user). "
+                             "Follow it at GET /v1/users/{user}/jobs/{id}."))] = False) -> IngestOut:
         """Extract preferences from a conversation and store them (all of them or none). Over a content limit
         (`max_turns`, `max_turn_chars`, `max_total_chars`): 413 naming it, nothing read or stored."""
         limits.check_turns(t.text for t in body.turns)
         conv = Conversation(id=body.id, turns=tuple(body.turns), at=body.at)
+        if run_async:
+            return jobs_api.accepted(mem, s.user, s.ns, conv)
         try:
             r = mem.add(conv, s.ns)
         except ExtractionError as e:
@@ -455,6 +357,8 @@ def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
     def user_schema(s: Subj, mem: Mem) -> Schema:
         """The categories this user agreed to: the schema without their opt-outs."""
         return mem.user_schema(s.ns)
+
+    jobs_api.install(app, Subj=Subj, Mem=Mem, memory=get_memory, not_found=NOT_FOUND)
 
     # --- transparency page ---------------------------------------------------------------------
     def page_file(name: str) -> FileResponse:

@@ -1,0 +1,132 @@
+"""Request and response models of the HTTP API, shared by the server (`service/app.py`) and the clients
+(`boundmem.Client`, `AsyncClient`): pydantic only, so a client needs no FastAPI."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .models import Candidate, Decision, Turn
+from .schema.model import CategoryPath
+
+class ConversationIn(BaseModel):
+    """A conversation to learn from. Only the user's turns are mined for preferences."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=200, description="Your id for the conversation; kept as provenance.")
+    turns: list[Turn] = Field(min_length=1, max_length=1000)
+    at: Optional[datetime] = None
+
+
+class RecallRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    utterance: str = Field(min_length=1, max_length=4000, description="What the user just said.")
+    k: Optional[int] = Field(5, ge=1, le=100, description="How many preferences; null = dynamic (the best match's subcategory).")
+
+
+class PreferenceOut(BaseModel):
+    id: str
+    user: str
+    path: CategoryPath
+    category: str = Field(description="Display names, 'Main > Sub > Detail'.")
+    attribute: str
+    sentence: str = Field(description="The user's sentence the preference was taken from.")
+    conversation_id: Optional[str] = None
+    created_at: datetime
+    updated_at: datetime
+
+
+class PreferenceList(BaseModel):
+    user: str
+    preferences: list[PreferenceOut]
+
+
+class IngestOut(BaseModel):
+    user: str
+    conversation_id: str
+    decisions: list[Decision]
+    blocked: list[Candidate] = Field(description="Candidates dropped because their category is opted out.")
+
+
+class RecallHitOut(BaseModel):
+    preference: PreferenceOut
+    score: float
+
+
+class RecallOut(BaseModel):
+    user: str
+    hits: list[RecallHitOut]
+
+
+class OptOutList(BaseModel):
+    user: str
+    opt_outs: list[str]
+
+
+class OptOutOut(BaseModel):
+    user: str
+    category: str = Field(description="The canonical category prefix opted out.")
+    purged: list[PreferenceOut]
+
+
+class OptInOut(BaseModel):
+    user: str
+    category: str
+    changed: bool = Field(description="False if the user was not opted out of exactly this category.")
+
+
+class ForgetOut(BaseModel):
+    user: str
+    erased: int = Field(description="How many preferences were erased.")
+
+
+class ErrorOut(BaseModel):
+    """Every error: `code` (machine-readable; for a limit, the limit's name), `message`, and `limit` when one was hit."""
+
+    detail: Any
+    message: str
+    code: str
+    limit: Optional[dict] = Field(None, description="The limit that was hit: {name, value}.")
+
+
+class TokenRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ttl_seconds: Optional[int] = Field(None, ge=1, description="Lifetime (default 15 min; at most the server's maximum).")
+
+
+class TokenOut(BaseModel):
+    user: str
+    token: str = Field(description="Send as `Authorization: Bearer TOKEN`.")
+    expires_at: datetime
+    page_url: str = Field(description="The transparency page for this user, the token in the URL fragment.")
+
+
+class RevokeOut(BaseModel):
+    user: str
+    revoked: bool
+
+
+class WhoAmIOut(BaseModel):
+    kind: str = Field(description="'tenant' (API key) or 'user' (user token).")
+    user: Optional[str] = None
+    expires_at: Optional[datetime] = None
+
+
+class JobOut(BaseModel):
+    """An asynchronous ingestion job (`POST .../conversations?async=true`)."""
+
+    id: str
+    user: str
+    status: str = Field(description="pending, running, done or failed.")
+    attempts: int = 0
+    result: Optional[dict] = Field(None, description="When done: what was done where (actions, categories, "
+                                                     "preference ids), never the user's words.")
+    error: Optional[str] = Field(None, description="When failed: the error's type and message.")
+    created_at: Optional[datetime] = None
+    started_at: Optional[datetime] = None
+    finished_at: Optional[datetime] = None
+    url: str = Field(description="Where to follow the job.")

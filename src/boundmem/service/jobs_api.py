@@ -1,0 +1,75 @@
+"""Asynchronous ingestion over HTTP: `POST /v1/users/{user}/conversations?async=true` answers 202 with a job at once,
+`GET /v1/users/{user}/jobs/{job_id}` follows it. The queue is the store's jobs table (`boundmem.jobs`), drained by a
+worker thread of the server, started with the app (so jobs left by a previous process are run) and on the first
+submit.
+
+No `from __future__ import annotations`: FastAPI resolves the Annotated aliases at runtime.
+"""
+
+import logging
+import threading
+from typing import Annotated, Any, Callable
+
+from fastapi import FastAPI, HTTPException, Path, status
+from fastapi.responses import JSONResponse
+
+from ..api_models import JobOut
+from ..jobs import Job, JobNotFound
+from ..memory import Memory
+from ..models import Conversation
+
+log = logging.getLogger("boundmem.service")
+
+
+def job_out(job: Job, user: str) -> JobOut:
+    return JobOut(id=job.id, user=user, status=job.status, attempts=job.attempts, result=job.result, error=job.error,
+                  created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
+                  url=f"/v1/users/{user}/jobs/{job.id}")
+
+
+def accepted(mem: Memory, user: str, ns: str, conv: Conversation) -> JSONResponse:
+    """Queue the conversation (committed before answering) and answer 202 with the job and where to follow it."""
+    job = mem.submit(conv, ns)
+    out = job_out(job, user)
+    return JSONResponse(status_code=status.HTTP_202_ACCEPTED, content=out.model_dump(mode="json"),
+                        headers={"Location": out.url})
+
+
+def install(app: FastAPI, *, Subj: Any, Mem: Any, memory: Callable[[], Memory], not_found: dict) -> None:  # noqa: N803
+    """Add the jobs route and the worker's start and stop to `app` (`Subj`, `Mem`: the app's dependency aliases,
+    `memory`: the app's lazily built Memory)."""
+
+    lock, running = threading.Lock(), threading.Event()
+
+    def start_worker() -> None:
+        try:
+            mem = memory()
+            with lock:
+                if running.is_set():   # not shut down meanwhile
+                    mem.jobs.start(mem)
+        except Exception:  # noqa: BLE001 - a store that cannot be opened is reported by the requests themselves
+            log.exception("could not start the job worker")
+
+    def _start() -> None:   # in a thread: building the Memory must not hold up the server's start
+        running.set()
+        threading.Thread(target=start_worker, name="boundmem-jobs-start", daemon=True).start()
+
+    def _stop() -> None:
+        with lock:
+            running.clear()
+            mem = getattr(memory, "_mem", None)   # never build a Memory just to stop its worker
+            if mem is not None and mem._jobs is not None:
+                mem._jobs.stop()
+
+    app.router.on_startup.append(_start)
+    app.router.on_shutdown.append(_stop)
+
+    @app.get("/v1/users/{user}/jobs/{job_id}", response_model=JobOut, tags=["memory"], responses=not_found)
+    def get_job(job_id: Annotated[str, Path(max_length=64)], s: Subj, mem: Mem) -> JobOut:
+        """An ingestion job queued with `POST .../conversations?async=true`: pending, running, done (with what was
+        done where, never the user's words) or failed (with the error)."""
+        try:
+            job = mem.job(job_id, s.ns)
+        except JobNotFound as e:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id!r} for user {s.user!r}") from e
+        return job_out(job, s.user)

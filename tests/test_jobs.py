@@ -1,0 +1,216 @@
+"""Asynchronous ingestion (jobs.py): durable, exactly once, ordered per user, failures contained, forget drops jobs."""
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from boundmem import Candidate, CategoryPath, Conversation, Memory, Turn
+from boundmem.extract.base import ExtractionError
+from boundmem.jobs import JobNotFound, JobQueue
+from boundmem.maintain.rules import RuleMaintainer
+from boundmem.store.base import StoreBusy
+from boundmem.store.sqlite import SQLiteStore
+
+CUISINE = CategoryPath(main="points_of_interest", sub="restaurant", detail="favorite_cuisine")
+TEMP = CategoryPath(main="vehicle_settings_and_comfort", sub="climate_control", detail="preferred_temperature")
+
+
+class EchoExtractor:
+    """One candidate per conversation: the first user turn's text as the attribute (in `path`)."""
+
+    def __init__(self, path=CUISINE, delay: float = 0.0):
+        self.path, self.delay, self.fail_on, self.busy_once = path, delay, set(), set()
+
+    def extract(self, conversation, schema):
+        if self.delay:
+            time.sleep(self.delay)
+        text = conversation.turns[0].text
+        if text in self.fail_on:
+            raise ExtractionError(f"cannot read {text!r}")
+        if text in self.busy_once:
+            self.busy_once.discard(text)
+            raise StoreBusy("test: busy once", retry_after=0.01)
+        if not schema.allows(self.path):
+            return []
+        return [Candidate(path=self.path, attribute=text, sentence=f"I like {text}")]
+
+
+def conv(cid: str, text: str) -> Conversation:
+    return Conversation(id=cid, turns=(Turn(role="user", text=text),))
+
+
+@pytest.fixture()
+def mem(tmp_path, schema, hash_embedder):
+    m = Memory(schema=schema, store=SQLiteStore(tmp_path / "jobs.db"), extractor=EchoExtractor(),
+               maintainer=RuleMaintainer(), embedder=hash_embedder)
+    yield m
+    m.jobs.close()
+    m.store.close()
+
+
+def test_submit_returns_at_once_and_the_worker_applies_it(mem):
+    job = mem.submit(conv("c1", "Italian"), "alice")
+    assert job.status == "pending"
+    done = mem.wait(job.id, timeout=10)
+    assert done.status == "done" and done.attempts == 1 and done.finished_at is not None
+    assert [p.attribute for p in mem.preferences("alice")] == ["Italian"]
+    assert done.result["decisions"][0]["action"] == "insert"
+    assert done.result["decisions"][0]["path"] == str(CUISINE)
+    # the finished job keeps no words of the user: no payload, no sentence in the result
+    row = sqlite3.connect(mem.store.path).execute("SELECT payload, result FROM jobs WHERE id=?", (job.id,)).fetchone()
+    assert row[0] is None and "Italian" not in row[1]
+
+
+def test_a_job_is_visible_only_to_its_user(mem):
+    job = mem.submit(conv("c1", "Thai"), "alice", start_worker=False)
+    assert mem.job(job.id, "alice").status == "pending"
+    with pytest.raises(JobNotFound):
+        mem.job(job.id, "bob")
+    with pytest.raises(JobNotFound):
+        mem.job("nope")
+
+
+def test_jobs_of_one_user_apply_in_order_even_with_two_workers(tmp_path, schema, hash_embedder):
+    db = tmp_path / "order.db"
+    mems = [Memory(schema=schema, store=SQLiteStore(db), extractor=EchoExtractor(TEMP, delay=0.01),
+                   maintainer=RuleMaintainer(), embedder=hash_embedder) for _ in range(2)]
+    temps = [str(t) for t in range(15, 27)]
+    for i, t in enumerate(temps):          # single-preference category: each one replaces the last
+        mems[0].jobs.submit("u", conv(f"c{i}", t))
+        mems[0].jobs.submit(f"other{i}", conv(f"o{i}", t))
+    threads = [threading.Thread(target=m.jobs.drain, args=(m,), kwargs={"timeout": 30}) for m in mems]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for m in mems:
+        m.jobs.drain(m, timeout=10)
+    assert mems[0].jobs.pending() == 0
+    assert [p.attribute for p in mems[0].preferences("u")] == [temps[-1]]
+    applied = [a.cause.split()[3].rstrip(":") for a in mems[0].store.audit("u") if a.op in ("insert", "update")]
+    assert applied == [f"c{i}" for i in range(len(temps))]   # in submission order
+    for m in mems:
+        m.jobs.close()
+        m.store.close()
+
+
+def test_a_worker_that_lost_its_lease_writes_nothing(tmp_path, schema, hash_embedder):
+    db = tmp_path / "lease.db"
+    a = Memory(schema=schema, store=SQLiteStore(db), extractor=EchoExtractor(), maintainer=RuleMaintainer(),
+               embedder=hash_embedder)
+    slow = JobQueue(a.store, lease_seconds=0.0)      # its lease is over at once
+    job = slow.submit("u", conv("c1", "Greek"))
+    claimed = slow.claim()
+    assert claimed is not None
+    b = Memory(schema=schema, store=SQLiteStore(db), extractor=EchoExtractor(), maintainer=RuleMaintainer(),
+               embedder=hash_embedder)
+    assert b.jobs.run_one(b).status == "done"         # another worker takes the job over and applies it
+    slow.apply(a, *claimed)                           # the first one finishes late: rolled back
+    assert [p.attribute for p in a.preferences("u")] == ["Greek"]
+    assert [e.op for e in a.store.audit("u")] == ["insert"]   # applied exactly once (no second insert or pass)
+    assert slow.get(job.id).status == "done"
+    for m in (a, b):
+        m.jobs.close()
+        m.store.close()
+
+
+def test_a_failing_job_is_recorded_and_the_users_next_job_runs(mem):
+    mem.extractor.fail_on = {"garbage"}
+    bad = mem.jobs.submit("u", conv("c1", "garbage"))
+    good = mem.jobs.submit("u", conv("c2", "Sushi"))
+    assert mem.jobs.drain(mem) == 2
+    b = mem.job(bad.id)
+    assert b.status == "failed" and b.error.startswith("ExtractionError")
+    assert mem.job(good.id).status == "done"
+    assert [p.attribute for p in mem.preferences("u")] == ["Sushi"]
+    row = sqlite3.connect(mem.store.path).execute("SELECT payload FROM jobs WHERE id=?", (bad.id,)).fetchone()
+    assert row[0] is None
+
+
+def test_a_busy_store_is_retried_later_and_keeps_the_order(mem):
+    mem.jobs.backoff = 0.01
+    mem.extractor.busy_once = {"Pho"}
+    first = mem.jobs.submit("u", conv("c1", "Pho"))
+    second = mem.jobs.submit("u", conv("c2", "Ramen"))
+    end = time.monotonic() + 10
+    while mem.jobs.pending() and time.monotonic() < end:
+        mem.jobs.drain(mem)
+        time.sleep(0.02)
+    assert mem.job(first.id).status == "done" and mem.job(first.id).attempts == 2
+    assert mem.job(second.id).finished_at >= mem.job(first.id).finished_at
+    assert [p.attribute for p in mem.preferences("u")] == ["Pho", "Ramen"]
+
+
+def test_opt_outs_hold_for_queued_jobs(mem):
+    mem.opt_out("u", "Restaurant")
+    job = mem.jobs.submit("u", conv("c1", "Italian"))
+    mem.jobs.drain(mem)
+    assert mem.job(job.id).status == "done" and mem.preferences("u") == []
+
+
+def test_forget_drops_the_users_queued_jobs(mem):
+    mem.add(conv("c0", "Tapas"), "u")
+    job = mem.submit(conv("c1", "Marker-Queued-Text"), "u", start_worker=False)
+    mem.forget("u")
+    with pytest.raises(JobNotFound):
+        mem.job(job.id)
+    assert mem.jobs.drain(mem) == 0 and mem.preferences("u") == []
+
+
+CHILD = r"""
+import sys, time
+from boundmem import Candidate, CategoryPath, Conversation, Memory, Turn
+from boundmem.maintain.rules import RuleMaintainer
+from boundmem.retrieve.embed import HashEmbedder
+from boundmem.schema import builtin_schema
+from boundmem.store.sqlite import SQLiteStore
+from boundmem.jobs import JobQueue
+
+P = CategoryPath(main="points_of_interest", sub="restaurant", detail="favorite_cuisine")
+class Slow:
+    def extract(self, conversation, schema):
+        time.sleep(0.05)
+        t = conversation.turns[0].text
+        return [Candidate(path=P, attribute=t, sentence="I like " + t)]
+
+m = Memory(schema=builtin_schema(), store=SQLiteStore(sys.argv[1]), extractor=Slow(), maintainer=RuleMaintainer(),
+           embedder=HashEmbedder())
+m._jobs = JobQueue(m.store, lease_seconds=0.5)
+for i in range(int(sys.argv[2])):
+    m.submit(Conversation(id=f"c{i}", turns=(Turn(role="user", text=f"dish{i}"),)), "u")
+print("submitted", flush=True)
+time.sleep(60)
+"""
+
+
+def test_kill_9_with_jobs_pending_loses_none(tmp_path, schema, hash_embedder):
+    db, n = tmp_path / "killed.db", 30
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(n)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "submitted", child.stderr.read()
+        time.sleep(0.4)                                  # let its worker apply a few, then kill it mid-queue
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    m = Memory(schema=schema, store=SQLiteStore(db), extractor=EchoExtractor(), maintainer=RuleMaintainer(),
+               embedder=hash_embedder)
+    before = m.jobs.pending()
+    assert 0 < before <= n
+    end = time.monotonic() + 20
+    while m.jobs.pending() and time.monotonic() < end:   # a job the killed worker held comes back after its lease
+        m.jobs.drain(m)
+        time.sleep(0.1)
+    assert m.jobs.pending() == 0
+    assert sorted(p.attribute for p in m.preferences("u")) == sorted(f"dish{i}" for i in range(n))
+    ops = [e.op for e in m.store.audit("u")]
+    assert ops == ["insert"] * n                          # each job applied exactly once
+    m.jobs.close()
+    m.store.close()
