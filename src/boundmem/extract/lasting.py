@@ -93,7 +93,7 @@ _IMPERATIVE = frozenset(
     "start stop pause skip search look order get give tell read add remove book drive route go lower raise crank tune "
     "locate reserve send cancel check help move lock unlock activate deactivate enable disable mute unmute resume "
     "repeat shuffle queue select pick choose use bring let list display update schedule remind wake dial phone "
-    "recommend suggest adjust reduce boost bump heat cool warm".split())
+    "recommend suggest adjust reduce boost bump heat cool warm avoid skip include exclude prefer".split())
 _QUESTION_START = frozenset(
     "what what's whats who who's where where's when why how how's which is are do does did can could will would "
     "should shall may might isn't aren't don't doesn't didn't won't whose whom".split())
@@ -146,7 +146,7 @@ _ONE_OFF = re.compile(
     r"\b(?:for now|just this once|this once|this time|for this (?:trip|ride|drive|evening|morning|afternoon|weekend|"
     r"time|once|journey)|tonight|today|right now|for the moment|at the moment|(?:this|tomorrow) (?:evening|morning|"
     r"afternoon|night)|only (?:today|tonight|this)|for (?:today|tonight)|(?:evening|night|trip|ride) only|"
-    r"instead|this weekend|next stop)\b", re.I)
+    r"instead|this weekend|next stop|on this (?:route|trip|drive|ride|way|journey)|this route)\b", re.I)
 
 
 def vetoed(text: str) -> bool:

@@ -10,6 +10,9 @@ Sources, each with what it teaches:
 * boundmem's in-car challenge set, `split == "train"` only: every clause of a conversation that
   stores nothing is not lasting; one-clause user turns of conversations that store something are.
 * one-off commands written for boundmem (`head_training.ONE_OFF_COMMANDS`).
+* boundmem's multi-domain corpus (`data/lasting_corpus.jsonl`, written for boundmem: food, music, smart home,
+  work, fitness, ...; no travel or car topics), `split == "train"` only: lasting and not-lasting clauses of
+  every kind (implicit preferences, dislikes, one-off commands, wishes for now, other people's tastes).
 
     python -m boundmem.extract.lasting_training --carmem dataset.jsonl --slurp devel.jsonl \
         --challenge src/boundmem/bench/challenge_data --out src/boundmem/extract/data/lasting.npz
@@ -90,12 +93,30 @@ def challenge_items(folder: Path) -> list[tuple[str, int, str]]:
     return out
 
 
-def training_items(carmem: Path, slurp: Optional[Path], challenge: Optional[Path]) -> list[tuple[str, int, str]]:
+CORPUS = Path(__file__).with_name("data") / "lasting_corpus.jsonl"
+
+
+def corpus_items(path: Path = CORPUS, split: str = "train") -> list[tuple[str, int, str]]:
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            r = json.loads(line)
+            if r["split"] == split:
+                out.append((r["text"], int(bool(r["lasting"])), "corpus"))
+    return out
+
+
+def training_items(carmem: Path, slurp: Optional[Path], challenge: Optional[Path],
+                   corpus: Optional[Path] = CORPUS) -> list[tuple[str, int, str]]:
     items = carmem_items(carmem)
     if slurp:
         items += slurp_items(slurp)
     if challenge:
         items += challenge_items(challenge)
+    if corpus:
+        items += corpus_items(corpus)
     items += [(t, 0, "oneoff") for t in ONE_OFF_COMMANDS]
     return items
 
