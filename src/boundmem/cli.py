@@ -344,6 +344,7 @@ def demo(db: str = typer.Option("boundmem-demo.db", "--db"), user: str = typer.O
 _LAZY = {"bench": ("boundmem.bench.cli", "Reproduce the papers' experiments and measure performance."),
          "caim": ("boundmem.caim.cli", "CAIM memory: sessions, post-thinking, recall."),
          "serve": ("boundmem.service.cli", "HTTP API and transparency page; MCP server."),
+         "proxy": ("boundmem.proxy.cli", "OpenAI-compatible chat proxy that adds the user's memory and learns."),
          "llm": ("boundmem.llm.cli", "LLM endpoints: a local offline llama.cpp server, the extraction tool, usage logs.")}
 
 

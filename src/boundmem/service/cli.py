@@ -62,6 +62,18 @@ def _issuer(secret_file: Optional[Path], state: Optional[Path], ttl: Optional[in
         _fail(str(e))
 
 
+def _load_keys(keys: Optional[Path]):
+    """The KeyRing of a keys file (exit 2 naming the problem if it is missing or bad)."""
+    if keys is None:
+        _fail("--keys is required: a TOML or JSON file mapping API key -> tenant")
+    from .auth import KeyRing, KeysFileError
+
+    try:
+        return KeyRing.load(keys)
+    except KeysFileError as e:
+        _fail(str(e))
+
+
 @app.callback()
 def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
           keys: Optional[Path] = typer.Option(os.environ.get("BOUNDMEM_KEYS"), "--keys",
@@ -82,16 +94,10 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
     """Serve the REST API (/docs, /openapi.json) and the transparency page (/ui)."""
     if ctx.invoked_subcommand is not None:
         return
-    if keys is None:
-        _fail("--keys is required: a TOML or JSON file mapping API key -> tenant")
+    ring = _load_keys(keys)
     from .app import create_app
-    from .auth import KeyRing, KeysFileError
     from .limits import RateLimiter
 
-    try:
-        ring = KeyRing.load(keys)
-    except KeysFileError as e:
-        _fail(str(e))
     if token_ttl > token_max_ttl:
         _fail(f"--token-ttl {token_ttl} is longer than --token-max-ttl {token_max_ttl}")
     issuer = _issuer(token_secret, token_state, token_ttl, token_max_ttl)

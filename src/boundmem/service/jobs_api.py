@@ -35,10 +35,9 @@ def accepted(mem: Memory, user: str, ns: str, conv: Conversation) -> JSONRespons
                         headers={"Location": out.url})
 
 
-def install(app: FastAPI, *, Subj: Any, Mem: Any, memory: Callable[[], Memory], not_found: dict) -> None:  # noqa: N803
-    """Add the jobs route and the worker's start and stop to `app` (`Subj`, `Mem`: the app's dependency aliases,
-    `memory`: the app's lazily built Memory)."""
-
+def run_worker(app: FastAPI, memory: Callable[[], Memory]) -> None:
+    """Start the job worker with the app (so jobs left by an earlier process are run) and stop it at shutdown.
+    `memory`: the app's lazily built Memory (`service.app._Lazy`)."""
     lock, running = threading.Lock(), threading.Event()
 
     def start_worker() -> None:
@@ -63,6 +62,12 @@ def install(app: FastAPI, *, Subj: Any, Mem: Any, memory: Callable[[], Memory], 
 
     app.router.on_startup.append(_start)
     app.router.on_shutdown.append(_stop)
+
+
+def install(app: FastAPI, *, Subj: Any, Mem: Any, memory: Callable[[], Memory], not_found: dict) -> None:  # noqa: N803
+    """Add the jobs route and the worker's start and stop to `app` (`Subj`, `Mem`: the app's dependency aliases,
+    `memory`: the app's lazily built Memory)."""
+    run_worker(app, memory)
 
     @app.get("/v1/users/{user}/jobs/{job_id}", response_model=JobOut, tags=["memory"], responses=not_found)
     def get_job(job_id: Annotated[str, Path(max_length=64)], s: Subj, mem: Mem) -> JobOut:

@@ -1,0 +1,281 @@
+"""An OpenAI-compatible memory proxy: `POST /v1/chat/completions` (streaming and not) in front of any
+OpenAI-compatible model server.
+
+For each request:
+
+1. *Who*: the bearer credential is a tenant API key or a user token (the same keys file and token secret as
+   `boundmem serve`). The user is the token's user, else the request's `user` field or the `X-Boundmem-User`
+   header (one user-id rule, `user_id.py`); a user token naming another user is refused (403).
+2. *Recall*: the user's stored preferences most relevant to the last user message (opt-outs excluded) are added to
+   the system message (a new one at the start if the request has none). A failing recall (busy store, ...) is
+   logged and the request goes on without memory: the memory never breaks a reply.
+3. *Forward*: the request goes to the upstream with the upstream's own key (`--upstream-key`, never the caller's);
+   the answer (or the stream, chunk by chunk) goes back unchanged, with `X-Boundmem-Recall-Ms` and
+   `X-Boundmem-Recalled` headers.
+4. *Learn*: after a successful reply, the exchange (the last user message and the reply) is queued as an ingestion
+   job (`boundmem.jobs`: durable, applied in order per user by the proxy's worker, opt-outs respected); a failure
+   there is logged, never sent to the client.
+
+Errors of the proxy itself use OpenAI's error shape (`{"error": {"message", "type", "code"}}`), so SDK clients
+raise their usual exceptions.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from typing import Any, AsyncIterator, Mapping, Optional, Union
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
+
+from ..memory import Memory
+from ..models import Conversation, RecallHit, Turn
+from ..schema.model import UnknownCategoryError
+from ..service.app import MemorySource, _Lazy
+from ..service.auth import KeyRing
+from ..service.jobs_api import run_worker
+from ..service.tokens import TokenError, TokenIssuer, looks_like_token
+from ..user_id import InvalidUserId, check_user_id, namespaced
+
+log = logging.getLogger("boundmem.proxy")
+USER_HEADER = "x-boundmem-user"
+MEMORY_HEADER = "What you remember about this user (their own words; use it only where it helps):"
+
+
+class ProxyError(Exception):
+    def __init__(self, status: int, message: str, code: str, type_: str = "invalid_request_error"):
+        self.status, self.message, self.code, self.type = status, message, code, type_
+        super().__init__(message)
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(status_code=self.status,
+                            content={"error": {"message": self.message, "type": self.type, "code": self.code}})
+
+
+def message_text(content: Any) -> str:
+    """The text of a chat message's content: a string, or the text parts of a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def memory_block(mem: Memory, hits: list[RecallHit]) -> str:
+    lines = [MEMORY_HEADER]
+    for h in hits:
+        p = h.preference
+        try:
+            ref = mem.schema.resolve(p.path)
+            cat = f"{ref.sub.name} > {ref.detail.name}"
+        except UnknownCategoryError:
+            cat = str(p.path)
+        lines.append(f"- {cat}: {p.attribute} (they said: \"{p.sentence}\")")
+    return "\n".join(lines)
+
+
+def with_memory(messages: list, block: str) -> list:
+    """The messages with `block` added to the system message (or a new system message first)."""
+    out = list(messages)
+    if out and isinstance(out[0], dict) and out[0].get("role") in ("system", "developer"):
+        first = dict(out[0])
+        c = first.get("content")
+        if isinstance(c, list):
+            first["content"] = [*c, {"type": "text", "text": block}]
+        else:
+            first["content"] = f"{c or ''}\n\n{block}".lstrip()
+        out[0] = first
+    else:
+        out.insert(0, {"role": "system", "content": block})
+    return out
+
+
+class _StreamText:
+    """Collects the assistant's text from server-sent events while they pass through unchanged."""
+
+    def __init__(self) -> None:
+        self.buf, self.parts, self.complete = b"", [], False
+
+    def feed(self, chunk: bytes) -> None:
+        self.buf += chunk
+        while b"\n" in self.buf:
+            line, self.buf = self.buf.split(b"\n", 1)
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                self.complete = True
+                continue
+            try:
+                ev = json.loads(data)
+                delta = (ev.get("choices") or [{}])[0].get("delta") or {}
+            except (ValueError, AttributeError, IndexError, TypeError):
+                continue
+            if isinstance(delta.get("content"), str):
+                self.parts.append(delta["content"])
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], upstream: str,
+                 upstream_key: Optional[str] = None, tokens: Optional[TokenIssuer] = None, k: int = 5,
+                 timeout: float = 120.0, max_body_bytes: int = 4_000_000,
+                 transport: Optional[httpx.AsyncBaseTransport] = None) -> FastAPI:
+    """The proxy app. `upstream`: the model server's OpenAI base URL (e.g. http://127.0.0.1:11434/v1)."""
+    ring = keys if isinstance(keys, KeyRing) else KeyRing(keys)
+    tokens = tokens or TokenIssuer()
+    get_memory = _Lazy(memory)
+    base = upstream.rstrip("/")
+    app = FastAPI(title="boundmem proxy", version="1", docs_url=None, redoc_url=None)
+    state: dict[str, Any] = {}
+
+    def client() -> httpx.AsyncClient:
+        if "client" not in state:
+            headers = {"Authorization": f"Bearer {upstream_key}"} if upstream_key else {}
+            state["client"] = httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0), headers=headers,
+                                                transport=transport)
+        return state["client"]
+
+    async def _close() -> None:
+        if "client" in state:
+            await state.pop("client").aclose()
+
+    app.router.on_shutdown.append(_close)
+    run_worker(app, get_memory)
+
+    @app.exception_handler(ProxyError)
+    async def _proxy_error(request: Request, exc: ProxyError):
+        return exc.response()
+
+    def who(request: Request, body: dict) -> tuple[str, str]:
+        """(user, namespaced store id) of the request, or ProxyError."""
+        auth = request.headers.get("authorization", "")
+        cred = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+        named = body.get("user") or request.headers.get(USER_HEADER)
+        if cred and looks_like_token(cred):
+            try:
+                tok = tokens.verify(cred)
+            except TokenError as e:
+                raise ProxyError(401, f"invalid user token: {e}", "invalid_api_key") from e
+            if tok.tenant not in ring.tenants:
+                raise ProxyError(401, "invalid user token: unknown tenant", "invalid_api_key")
+            if named is not None and named != tok.user:
+                raise ProxyError(403, "this user token is for another user", "forbidden", "permission_error")
+            return tok.user, namespaced(tok.tenant, tok.user)
+        tenant = ring.tenant(cred)
+        if tenant is None:
+            raise ProxyError(401, "missing or invalid API key or user token (Authorization: Bearer KEY)",
+                             "invalid_api_key")
+        if not named:
+            raise ProxyError(400, "name the user: the request's 'user' field or the X-Boundmem-User header",
+                             "missing_user")
+        try:
+            check_user_id(str(named))
+        except (InvalidUserId, ValueError) as e:
+            raise ProxyError(400, str(e), "invalid_user") from e
+        return str(named), namespaced(tenant, str(named))
+
+    def learn(ns: str, user_text: str, reply: str, conv_id: str) -> None:
+        """Queue the exchange for ingestion (after the reply; never raises)."""
+        if not user_text.strip():
+            return
+        try:
+            turns = [Turn(role="user", text=user_text)]
+            if reply.strip():
+                turns.append(Turn(role="assistant", text=reply))
+            get_memory().submit(Conversation(id=conv_id, turns=tuple(turns)), ns)
+        except Exception:  # noqa: BLE001 - learning must never break or delay a reply
+            log.exception("could not queue the exchange for ingestion")
+
+    def recall(ns: str, text: str) -> list[RecallHit]:
+        try:
+            return get_memory().recall(text, ns, k=k) if text.strip() else []
+        except Exception:  # noqa: BLE001 - no memory rather than no answer
+            log.exception("recall failed; forwarding without memory")
+            return []
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        raw = await request.body()
+        if len(raw) > max_body_bytes:
+            raise ProxyError(413, f"request body over {max_body_bytes} bytes", "too_large")
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError as e:
+            raise ProxyError(400, f"the body is not JSON: {e}", "invalid_json") from e
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            raise ProxyError(400, "the body must be a JSON object with a 'messages' list", "invalid_request")
+        user, ns = who(request, body)
+        last_user = next((message_text(m.get("content")) for m in reversed(body["messages"])
+                          if isinstance(m, dict) and m.get("role") == "user"), "")
+        t0 = time.perf_counter()
+        hits = await run_in_threadpool(recall, ns, last_user)
+        if hits:
+            body["messages"] = with_memory(body["messages"], memory_block(get_memory(), hits))
+        recall_ms = (time.perf_counter() - t0) * 1000
+        extra = {"X-Boundmem-Recall-Ms": f"{recall_ms:.2f}", "X-Boundmem-Recalled": str(len(hits))}
+        conv_id = f"proxy-{uuid.uuid4().hex[:16]}"
+        url = f"{base}/chat/completions"
+        try:
+            if body.get("stream"):
+                upstream_req = client().build_request("POST", url, json=body)
+                r = await client().send(upstream_req, stream=True)
+            else:
+                r = await client().post(url, json=body)
+        except httpx.HTTPError as e:
+            log.warning("upstream %s failed: %s: %s", base, type(e).__name__, e)
+            raise ProxyError(502, f"the upstream model server failed ({type(e).__name__})", "upstream_unavailable",
+                             "api_error") from e
+        ctype = r.headers.get("content-type", "application/json")
+        if not body.get("stream") or r.status_code != 200:
+            content = await r.aread()
+            await r.aclose()
+            if r.status_code == 200:
+                try:
+                    reply = message_text(json.loads(content)["choices"][0]["message"].get("content"))
+                except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+                    reply = ""
+                # after the response is sent: the reply never waits for the queue
+                task = BackgroundTask(learn, ns, last_user, reply, conv_id)
+            else:
+                task = None
+            return Response(content=content, status_code=r.status_code, media_type=ctype, headers=extra,
+                            background=task)
+
+        async def relay() -> AsyncIterator[bytes]:
+            seen = _StreamText()
+            try:
+                async for chunk in r.aiter_raw():
+                    seen.feed(chunk)
+                    yield chunk
+            finally:
+                await r.aclose()
+            if seen.complete:   # only a finished stream is learnt from
+                await run_in_threadpool(learn, ns, last_user, seen.text, conv_id)
+
+        return StreamingResponse(relay(), status_code=200, media_type=ctype, headers=extra)
+
+    @app.get("/v1/models")
+    async def models(request: Request):
+        who(request, {"user": request.headers.get(USER_HEADER) or "models"})
+        try:
+            r = await client().get(f"{base}/models")
+        except httpx.HTTPError as e:
+            raise ProxyError(502, f"the upstream model server failed ({type(e).__name__})", "upstream_unavailable",
+                             "api_error") from e
+        return Response(content=r.content, status_code=r.status_code,
+                        media_type=r.headers.get("content-type", "application/json"))
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz():
+        return {"ok": True}
+
+    return app

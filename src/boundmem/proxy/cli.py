@@ -1,0 +1,51 @@
+"""`boundmem proxy --upstream URL`: an OpenAI-compatible /v1/chat/completions that recalls the user's memory into the
+system message, forwards to the upstream model server and learns from the exchange in the background."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..service.cli import (DB, EMBEDDER, EXTRACTOR, MAINTAINER, SCHEMA, SECRET, STATE, _fail, _issuer, _load_keys,
+                           _memory_factory)
+
+app = typer.Typer(help=__doc__, add_completion=False, invoke_without_command=True)
+
+
+@app.callback()
+def proxy(upstream: str = typer.Option(os.environ.get("BOUNDMEM_UPSTREAM_URL"), "--upstream",
+                                       help="The model server's OpenAI base URL, e.g. http://127.0.0.1:11434/v1 "
+                                            "(env BOUNDMEM_UPSTREAM_URL)."),
+          upstream_key_env: str = typer.Option("BOUNDMEM_UPSTREAM_API_KEY", "--upstream-key-env",
+                                               help="Name of the environment variable holding the upstream's API key "
+                                                    "(never on the command line)."),
+          db: str = DB, schema: Optional[Path] = SCHEMA,
+          keys: Optional[Path] = typer.Option(os.environ.get("BOUNDMEM_KEYS"), "--keys",
+                                              help="Keys file (TOML or JSON) mapping API key -> tenant (env BOUNDMEM_KEYS)."),
+          host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8001, "--port"),
+          k: int = typer.Option(5, "--k", min=1, max=50, help="Preferences recalled into the system message."),
+          timeout: float = typer.Option(120.0, "--timeout", min=1.0, help="Seconds to wait for the upstream."),
+          extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER,
+          token_secret: Optional[Path] = SECRET, token_state: Optional[Path] = STATE):
+    """Serve the memory proxy (point any OpenAI SDK's base_url at http://HOST:PORT/v1)."""
+    if not upstream:
+        _fail("--upstream is required: the OpenAI-compatible base URL of the model server")
+    ring = _load_keys(keys)
+    from .app import create_proxy
+
+    factory = _memory_factory(db, schema, extractor, maintainer, embedder)
+    typer.echo("loading models ...", err=True)
+    mem = factory()
+    mem.warm()
+    import uvicorn
+
+    typer.echo(f"boundmem proxy for {upstream} on http://{host}:{port}/v1 ({len(ring.tenants)} tenant(s))", err=True)
+    proxy_app = create_proxy(mem, ring, upstream, upstream_key=os.environ.get(upstream_key_env), k=k,
+                             tokens=_issuer(token_secret, token_state), timeout=timeout)
+    from ..service.accesslog import install
+
+    config = uvicorn.Config(proxy_app, host=host, port=port, log_level="info")
+    install()
+    uvicorn.Server(config).run()
