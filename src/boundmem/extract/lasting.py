@@ -94,6 +94,8 @@ _IMPERATIVE = frozenset(
     "locate reserve send cancel check help move lock unlock activate deactivate enable disable mute unmute resume "
     "repeat shuffle queue select pick choose use bring let list display update schedule remind wake dial phone "
     "recommend suggest adjust reduce boost bump heat cool warm avoid skip include exclude prefer".split())
+_INTERJECTION = frozenset("yes yeah yep ok okay great perfect alright sure please and also now then so well actually "
+                          "hmm oh thanks thank you fine good cool right no nope wait".split())
 _QUESTION_START = frozenset(
     "what what's whats who who's where where's when why how how's which is are do does did can could will would "
     "should shall may might isn't aren't don't doesn't didn't won't whose whom".split())
@@ -125,13 +127,16 @@ def cue_features(clause: str) -> np.ndarray:
     """Schema-free indicators of a lasting, first-person preference (see FEATURES)."""
     t = clause.strip()
     words = [w.lower() for w in _WORD.findall(t)]
-    first = words[0] if words else ""
+    lead = 0   # "Yes, start navigation and ...", "Great, play ...": the command comes after the interjection
+    while lead < len(words) - 1 and lead < 3 and words[lead] in _INTERJECTION:
+        lead += 1
+    first = words[lead] if words else ""
     habit = bool(_HABIT.search(t))
     like = bool(_LIKE.search(t))
     dislike = bool(_DISLIKE.search(t))
     identity = bool(_IDENTITY.search(t))
     now = bool(_NOW.search(t))
-    imperative = first in _IMPERATIVE or (first == "please" and len(words) > 1 and words[1] in _IMPERATIVE)
+    imperative = first in _IMPERATIVE
     question = t.endswith("?") or first in _QUESTION_START
     accept = bool(_ACCEPT.search(t)) and len(words) <= 7
     third = bool(_THIRD_PARTY.search(t))
@@ -146,7 +151,8 @@ _ONE_OFF = re.compile(
     r"\b(?:for now|just this once|this once|this time|for this (?:trip|ride|drive|evening|morning|afternoon|weekend|"
     r"time|once|journey)|tonight|today|right now|for the moment|at the moment|(?:this|tomorrow) (?:evening|morning|"
     r"afternoon|night)|only (?:today|tonight|this)|for (?:today|tonight)|(?:evening|night|trip|ride) only|"
-    r"instead|this weekend|next stop|on this (?:route|trip|drive|ride|way|journey)|this route)\b", re.I)
+    r"instead|this weekend|next stop|on this (?:route|trip|drive|ride|way|journey)|this route|on the way|"
+    r"while we're at it)\b", re.I)
 
 
 def vetoed(text: str) -> bool:
