@@ -5,4 +5,13 @@ from .schema import CategoryPath, Schema, builtin_schema, load_schema
 
 __version__ = "0.1.0"
 __all__ = ["Memory", "AuditEntry", "Candidate", "Conversation", "Decision", "IngestResult", "Preference", "RecallHit",
-           "Turn", "UserExport", "CategoryPath", "Schema", "builtin_schema", "load_schema"]
+           "Turn", "UserExport", "CategoryPath", "Schema", "builtin_schema", "load_schema", "Client", "AsyncClient"]
+
+
+def __getattr__(name: str):
+    """`boundmem.Client` / `AsyncClient` are imported on first use (they need httpx: `pip install 'boundmem[client]'`)."""
+    if name in ("Client", "AsyncClient"):
+        from . import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'boundmem' has no attribute {name!r}")

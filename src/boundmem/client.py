@@ -1,0 +1,246 @@
+"""`boundmem.Client` and `boundmem.AsyncClient`: the HTTP API from Python (httpx), with the server's own models.
+
+    from boundmem import Client
+    with Client("http://127.0.0.1:8000", api_key="a-long-secret-key-for-acme") as c:
+        c.add("alice", {"id": "c1", "turns": [{"role": "user", "text": "I always go for Italian food."}]})
+        job = c.add("alice", conversation, wait=False)      # 202: queued; c.wait_job("alice", job.id)
+        c.recall("alice", "Where should we eat?", k=3).hits
+
+Answers are the pydantic models the server itself uses (`boundmem.api_models`, `boundmem.models`). Errors are the
+library's own exception types, so code written against `Memory` catches the same things over HTTP: a missing
+preference or job is a `NotFoundError`, a busy store `StoreBusy` (with `retry_after`), another embedder's store
+`EmbeddingDimensionError`, a failed extraction `ExtractionError`; each is also an `ApiError` carrying the HTTP
+status, the server's `code` and `message`, and the limit that was hit, if any.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Optional, Union
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel
+
+from .api_models import (ForgetOut, IngestOut, JobOut, OptInOut, OptOutList, OptOutOut, PreferenceList, PreferenceOut,
+                         RecallOut, RevokeOut, TokenOut, WhoAmIOut)
+from .extract.base import ExtractionError
+from .models import Conversation, UserExport
+from .schema.model import Schema
+from .store.base import EmbeddingDimensionError, NotFoundError, StoreBusy
+
+__all__ = ["Client", "AsyncClient", "ApiError", "AuthError", "InvalidRequest", "LimitExceeded", "RateLimited",
+           "NotFound", "Busy", "DimensionMismatch", "ExtractionFailed", "Conflict"]
+
+
+class ApiError(Exception):
+    """An error answer of the API: `status`, `code` (machine-readable), `message`, `limit` ({name, value} or None)."""
+
+    def __init__(self, status: int, code: str, message: str, body: Any = None, retry_after: Optional[float] = None):
+        Exception.__init__(self, f"{status} {code}: {message}")
+        self.status, self.code, self.message, self.body = status, code, message, body
+        self.limit = body.get("limit") if isinstance(body, dict) else None
+        self.retry_after = retry_after
+
+
+class AuthError(ApiError, PermissionError):
+    """401 (missing or invalid key or token) or 403 (a user token acting on another user, or a tenant-only call)."""
+
+
+class InvalidRequest(ApiError, ValueError):
+    """400 or 422: the request was malformed (the message names the field)."""
+
+
+class LimitExceeded(ApiError, ValueError):
+    """413: over a content limit (`limit` names it)."""
+
+
+class RateLimited(ApiError):
+    """429: the tenant is over its rate limit; `retry_after` seconds."""
+
+
+class NotFound(ApiError, NotFoundError):
+    """404: no such user, preference, job or category."""
+
+
+class Conflict(ApiError):
+    """409 of another kind than an embedding dimension mismatch."""
+
+
+class DimensionMismatch(ApiError, EmbeddingDimensionError):
+    """409 embedding_dimension_mismatch: the user's memory was filled by another embedder."""
+
+
+class Busy(ApiError, StoreBusy):
+    """503: the store is busy with another writer; nothing was changed, retry after `retry_after` seconds."""
+
+
+class ExtractionFailed(ApiError, ExtractionError):
+    """502: extraction (or its LLM endpoint) failed; nothing was stored."""
+
+
+def _error(r: httpx.Response) -> ApiError:
+    try:
+        body = r.json()
+    except ValueError:
+        body = {"code": f"http_{r.status_code}", "message": r.text[:500]}
+    if not isinstance(body, dict):
+        body = {"message": str(body)}
+    code, msg = str(body.get("code") or f"http_{r.status_code}"), str(body.get("message") or body.get("detail") or "")
+    ra = r.headers.get("retry-after")
+    retry = float(ra) if ra and ra.replace(".", "", 1).isdigit() else None
+    s = r.status_code
+    if s == 409:
+        cls = DimensionMismatch if code == "embedding_dimension_mismatch" else Conflict
+    else:
+        cls = {401: AuthError, 403: AuthError, 400: InvalidRequest, 422: InvalidRequest, 413: LimitExceeded,
+               429: RateLimited, 404: NotFound, 503: Busy, 502: ExtractionFailed}.get(s, ApiError)
+    err = cls(s, code, msg, body, retry)
+    if isinstance(err, DimensionMismatch):
+        err.stored = err.got = None
+    return err
+
+
+def _u(user: str) -> str:
+    return quote(user, safe="")
+
+
+def _conversation(c: Union[Conversation, dict]) -> dict:
+    if isinstance(c, Conversation):
+        return c.model_dump(mode="json", exclude_none=True)
+    return dict(c)
+
+
+class _Ops:
+    """Every API call, written once: `_call` returns the parsed answer (Client) or a coroutine of it (AsyncClient)."""
+
+    def _call(self, method: str, path: str, model: Any, **kw):  # pragma: no cover - implemented by the clients
+        raise NotImplementedError
+
+    def add(self, user: str, conversation: Union[Conversation, dict], wait: bool = True):
+        """Learn from a conversation: `IngestOut` when `wait`, else `JobOut` at once (202; applied by the server's
+        worker in order per user: follow it with `job` / `wait_job`)."""
+        if wait:
+            return self._call("POST", f"/v1/users/{_u(user)}/conversations", IngestOut, json=_conversation(conversation))
+        return self._call("POST", f"/v1/users/{_u(user)}/conversations", JobOut, json=_conversation(conversation),
+                          params={"async": "true"})
+
+    def job(self, user: str, job_id: str):
+        return self._call("GET", f"/v1/users/{_u(user)}/jobs/{_u(job_id)}", JobOut)
+
+    def recall(self, user: str, utterance: str, k: Optional[int] = 5):
+        return self._call("POST", f"/v1/users/{_u(user)}/recall", RecallOut, json={"utterance": utterance, "k": k})
+
+    def preferences(self, user: str, category: Optional[str] = None):
+        params = {"category": category} if category else None
+        return self._call("GET", f"/v1/users/{_u(user)}/preferences", PreferenceList, params=params)
+
+    def delete(self, user: str, preference_id: str):
+        return self._call("DELETE", f"/v1/users/{_u(user)}/preferences/{_u(preference_id)}", PreferenceOut)
+
+    def export(self, user: str):
+        return self._call("GET", f"/v1/users/{_u(user)}/export", UserExport)
+
+    def forget(self, user: str):
+        return self._call("DELETE", f"/v1/users/{_u(user)}", ForgetOut)
+
+    def opt_outs(self, user: str):
+        return self._call("GET", f"/v1/users/{_u(user)}/opt-outs", OptOutList)
+
+    def opt_out(self, user: str, category: str):
+        return self._call("PUT", f"/v1/users/{_u(user)}/opt-outs/{quote(category, safe='/')}", OptOutOut)
+
+    def opt_in(self, user: str, category: str):
+        return self._call("DELETE", f"/v1/users/{_u(user)}/opt-outs/{quote(category, safe='/')}", OptInOut)
+
+    def mint_token(self, user: str, ttl_seconds: Optional[int] = None):
+        body = {"ttl_seconds": ttl_seconds} if ttl_seconds else None
+        return self._call("POST", f"/v1/users/{_u(user)}/tokens", TokenOut, json=body)
+
+    def revoke_tokens(self, user: str):
+        return self._call("DELETE", f"/v1/users/{_u(user)}/tokens", RevokeOut)
+
+    def whoami(self):
+        return self._call("GET", "/v1/whoami", WhoAmIOut)
+
+    def schema(self, user: Optional[str] = None):
+        """The operator's schema, or (with `user`) the categories that user agreed to."""
+        return self._call("GET", f"/v1/users/{_u(user)}/schema" if user else "/v1/schema", Schema)
+
+
+def _parse(r: httpx.Response, model: Any):
+    if r.status_code >= 400:
+        raise _error(r)
+    return model.model_validate(r.json()) if isinstance(model, type) and issubclass(model, BaseModel) else r.json()
+
+
+def _headers(api_key: str) -> dict:
+    return {"Authorization": f"Bearer {api_key}", "User-Agent": "boundmem-client"}
+
+
+class Client(_Ops):
+    """Synchronous client. `api_key`: a tenant key or a user token. `http_client`: an httpx.Client to use instead of
+    one of its own (e.g. with a transport of your own, or FastAPI's TestClient)."""
+
+    def __init__(self, base_url: str, api_key: str, timeout: float = 30.0,
+                 http_client: Optional[httpx.Client] = None):
+        self._own = http_client is None
+        self._http = http_client or httpx.Client(timeout=timeout)
+        self._base, self._headers = base_url.rstrip("/"), _headers(api_key)
+
+    def _call(self, method: str, path: str, model: Any, **kw):
+        return _parse(self._http.request(method, self._base + path, headers=self._headers, **kw), model)
+
+    def wait_job(self, user: str, job_id: str, timeout: float = 30.0, poll: float = 0.05) -> JobOut:
+        """Poll until the job is done or failed (TimeoutError after `timeout`)."""
+        end = time.monotonic() + timeout
+        while True:
+            j = self.job(user, job_id)
+            if j.status in ("done", "failed"):
+                return j
+            if time.monotonic() > end:
+                raise TimeoutError(f"job {job_id} still {j.status} after {timeout:g} s")
+            time.sleep(poll)
+
+    def close(self) -> None:
+        if self._own:
+            self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class AsyncClient(_Ops):
+    """The same calls, awaited: `await client.recall("alice", "...")`."""
+
+    def __init__(self, base_url: str, api_key: str, timeout: float = 30.0,
+                 http_client: Optional[httpx.AsyncClient] = None):
+        self._own = http_client is None
+        self._http = http_client or httpx.AsyncClient(timeout=timeout)
+        self._base, self._headers = base_url.rstrip("/"), _headers(api_key)
+
+    async def _call(self, method: str, path: str, model: Any, **kw):
+        return _parse(await self._http.request(method, self._base + path, headers=self._headers, **kw), model)
+
+    async def wait_job(self, user: str, job_id: str, timeout: float = 30.0, poll: float = 0.05) -> JobOut:
+        end = time.monotonic() + timeout
+        while True:
+            j = await self.job(user, job_id)
+            if j.status in ("done", "failed"):
+                return j
+            if time.monotonic() > end:
+                raise TimeoutError(f"job {job_id} still {j.status} after {timeout:g} s")
+            await asyncio.sleep(poll)
+
+    async def aclose(self) -> None:
+        if self._own:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
