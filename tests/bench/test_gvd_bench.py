@@ -304,3 +304,13 @@ def test_controller_retrieves_for_preference_requests(hash_embedder):
         "food", "travel", "music", "shopping", "fitness"}
     assert r["retrieval_rate"] >= 0.9, [x["request"] for x in r["rows"] if not x["caim_retrieved"]]
     assert r["caim_hit"] >= 0.9
+
+
+def test_controller_retrieves_for_the_challenge_travel_requests(hash_embedder):
+    """The travel challenge set (written by someone else), when present: the controller retrieves for >= 90 %."""
+    from boundmem.bench.gvd_requests import DEFAULT_FILE, run_requests
+
+    if not DEFAULT_FILE.exists():
+        pytest.skip("challenge_data/travel-requests.jsonl not there")
+    r = run_requests(DEFAULT_FILE, hash_embedder, k=5)
+    assert r["retrieval_rate"] >= 0.9, [x["request"] for x in r["rows"] if not x["caim_retrieved"]]

@@ -34,6 +34,7 @@ REQUESTS = [
     "What could I cook with leftover rice?",
     "Which jacket would suit me for a wedding?",
     "put on some music for the party",
+    "It's my mum's birthday next week, find me something she would like.",
 ]
 CHITCHAT = [
     "Hello, how are you today?",

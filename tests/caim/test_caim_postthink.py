@@ -91,3 +91,15 @@ def test_pronoun_free_turn_is_still_not_stored_verbatim(query):
     m.add_session("u", date(2023, 5, 2), [turn])
     assert m.thoughts("u")
     _assert_no_verbatim(m.thoughts("u"), [turn])
+
+
+def test_short_first_person_fact_is_kept_but_not_filler():
+    from datetime import date as _date
+
+    from boundmem.caim.base import DialogueTurn as _T
+    from boundmem.caim.compress import user_thought
+
+    d = _date(2023, 5, 1)
+    assert user_thought(_T(id="2023-05-01#0", query="I'm vegetarian."), d) == "User is vegetarian"
+    for filler in ("I'm fine.", "I'm sorry!", "I'm back.", "Okay."):
+        assert user_thought(_T(id="2023-05-01#0", query=filler), d) is None, filler

@@ -16,6 +16,8 @@ chit-chat.
 
 The re-ranking for every setting goes through `CAIM.prepare` (once per question) and `CAIM.decide` / `CAIM.rank`
 (per setting): the same code `CAIM.retrieve` runs, so a setting's in-sample figure here equals a bench run with it.
+One approximation: the controller's near-memory decisions are taken from the first tagger-margin variant's memory
+(the margin changes which near-duplicate thoughts merge, so the best cosine can differ in the third decimal).
 Ablations are the same procedure with a knob pinned (controller off, no tag bonus, no date bonus, no cutoff) or with
 raw turns stored instead of thoughts.
 """

@@ -1,13 +1,15 @@
-"""CAIM (arXiv 2505.13044): memory controller, tag/time-filtered retrieval with a relevance filter, post-thinking.
+"""CAIM (arXiv 2505.13044): memory controller, retrieval with tag/time re-ranking and a relevance filter, post-thinking.
 
 The paper publishes no code, prompts or tag list; everything here is our re-implementation from its description
 (see shared/docs/caim-gvd.md). Modules, one job each:
 
 - `ontology` + `data/ontology-v1.json`: the versioned 3-level tag vocabulary (Category/Subcategory/attribute).
-- `controller`: does this turn need long-term memory? (rules, or LLM with strict JSON).
+- `controller`: does this turn need long-term memory? (rules, or LLM with strict JSON; `GatedController` adds
+  advice/task requests and queries near a stored thought, and declines small talk).
 - `tags`: up to 3 tags for a text (keywords, MiniLM + keywords, or LLM).
 - `dates`: "on May 4th" / "a few days ago" -> a date range relative to the session date.
-- `retrieval`: Python matching on tags and date range, then a relevance filter that may keep nothing.
+- `retrieval`: dense top-N over all the user's thoughts, tag and date matches as bounded bonuses, a relevance cutoff
+  that never drops a confident dense hit (the earlier hard tag/date `match` is kept for comparison only).
 - `compress`: rule-based turn -> third-person thought compression (the local post-thinking).
 - `postthink`: session -> thoughts (extension) and merge into long-term memory (review: duplicate / contradiction).
 - `store`: SQLite tables for short-term (open session) and long-term memory, per user, transactional.
@@ -19,6 +21,8 @@ What the local (no-LLM) version can and cannot do, honestly: its thoughts are se
 per turn, not the generalisations an LLM writes ("User is an art lover"); it does not resolve "it"/"that" across
 turns, and keeps a reply's first advice clause rather than its gist. Contradictions are found only between
 near-identical sentences of opposite polarity. It stores no verbatim dialogue (a guard cuts any thought holding a
-whole turn) and takes about half the characters of the raw dialogue on GVD. Its rule controller was written while
-looking at GVD's probing questions, so its recall there (98/100) is optimistic for other data.
+whole turn) and takes about half the characters of the raw dialogue on GVD. Its recall rules were written while
+looking at GVD's probing questions; the request rules and the near-memory test are there so that it does not depend
+on them. The tuned knobs (pool size, tag and date bonus, relevance cutoff, near-memory threshold, tagger margin) are
+the leave-users-out cross-validated choice of `boundmem bench gvd --cv` (`system.DEFAULT_PARAMS`).
 """

@@ -161,6 +161,10 @@ def _topic(query: str) -> Optional[str]:
     return None
 
 
+_SHORT_SELF = re.compile(r"^(i'?m|i am)\s+(?!(fine|ok|okay|good|great|well|back|here|sorry|done|ready|sure|in|not)\b)"
+                         r"[a-z-]{4,}\W*$", re.I)
+
+
 def user_thought(turn: DialogueTurn, day: date, max_words: int = MAX_WORDS) -> Optional[str]:
     """What the user said, as one compressed third-person sentence; None for pure small talk."""
     parts = []
@@ -181,7 +185,7 @@ def user_thought(turn: DialogueTurn, day: date, max_words: int = MAX_WORDS) -> O
             elif re.search(r"\b(I|my|me)\b", s) and not re.match(r"^(do|have|did|are|can|would) you\b", s, re.I):
                 parts.append(third_person(s.rstrip("?")).rstrip(". "))
             continue
-        if len(s.split()) < 3:
+        if len(s.split()) < 3 and not _SHORT_SELF.match(s):  # "I'm vegetarian." is a fact worth keeping
             continue
         parts.append(third_person(s).rstrip(". "))
     if not parts:

@@ -93,15 +93,18 @@ _TASK = re.compile(r"^\W*(please |ok(ay)? |hey |so |now )?((can|could|would|will
                    r"recommend|suggest|cook|prepare|arrange|schedule|create|build|design|put on|queue|reserve|"
                    r"give me (some |a |an )?(ideas?|tips?|options?|suggestions?|advice))\b", re.I)
 _PERSONAL_Q = re.compile(r"\b(i|me|my|we|us|our)\b", re.I)
-_GOOD_FOR = re.compile(r"\b(good|best|better|ideal|suitable|right) (for|to|way|option|choice)\b|\bsuits?\b", re.I)
+_GOOD_FOR = re.compile(r"\b(good|best|better|ideal|suitable|right) (for|to|way|option|choice)\b|\bsuits?\b|"
+                       r"\bmust-?(try|see|do|visit|have|eat)\b|\b(what'?s|what is|which is) (a|an|the) (good|great|fun|"
+                       r"nice|best|cheap|romantic|quiet|relaxing|interesting|local)\b", re.I)
 
 
 def personal_request(text: str) -> Optional[str]:
     """A task for the assistant, or a question whose answer depends on the asker ("what song could I learn next?",
     "what exercises are good for building strength"), or None. Chit-chat ("tell me a joke") is not one."""
     q = " ".join(text.split())
-    if m := _TASK.search(q):
-        return m.group(0).strip()
+    for clause in re.split(r"[.!?;,]\s+|\s+(?:and|so|but) (?=\w+ me\b)", q):  # "I have an exam, make me a playlist"
+        if m := _TASK.search(clause):
+            return m.group(0).strip()
     qs = _questions(q) or (q if re.match(r"^\W*(what|which|where|how|who|when|should|can|could)\b", q, re.I) else "")
     if qs and (m := _PERSONAL_Q.search(qs)) and re.search(r"\b(should|could|can|would|do|will|need)\b", qs, re.I):
         return f"question about the user's own choice {m.group(0)!r}"
