@@ -316,6 +316,11 @@ class LocalExtractor:
         ref = index.refs[s.category]
         attrs = ref.detail.attributes
         values = _preferred(unit.text, literal_attributes(unit.text, attrs)) if attrs else []
+        if unit.whole and len(values) > 0:
+            # a value named only in a part said for now ("on my face for now ... normally on my feet") is not the preference
+            parts = [p for p in clauses(unit.turn) if not vetoed(p)]
+            if len(parts) < len(clauses(unit.turn)):
+                values = [v for v in values if any(literal_attributes(p, [v]) for p in parts)]
         if not ref.detail.multiple:
             values = values[:1]
         if unit.parent is not None and not values:
@@ -399,6 +404,7 @@ def _units(conversations: Sequence[Conversation]) -> list[_Unit]:
 _NEG_BEFORE = re.compile(
     r"\b(?:hate|dislike|detest|loathe|despise|can't stand|cannot stand|can't bear|don't like|do not like|don't enjoy|"
     r"don't ever|do not ever|can't handle|cannot handle|spare me|not my (?:thing|scene|style)|no\s(?=\w+ for me)|"
+    r"don't care|do not care|doesn't matter|does not matter|not bothered|indifferent|"
     r"do not enjoy|don't want|do not want|don't do|never|no more|not a fan|not into|sick of|tired of|done with|"
     r"opposed to|allergic to|intolerant|stay away from|steer clear of|keep me away from|won't|will not|refuse|avoid|"
     r"don't eat|do not eat|don't drink|can't eat|not for me|bores? me|skip)\b", re.I)
