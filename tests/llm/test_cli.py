@@ -13,8 +13,8 @@ from .fake_openai import tool_call
 
 
 def _cuisine(value: str, said: str) -> dict:
-    return {"points_of_interest": {"restaurant": {"favorite_cuisine": [
-        {"user_preference": value, "user_sentence_preference_revealed": said}]}}}
+    return {"preferences": [{"sentence": said, "category": "Restaurant > Favorite Cuisine", "value": value,
+                             "polarity": "like"}]}
 
 
 def _run(fake, tmp_path, convs: list[dict]):
@@ -72,3 +72,19 @@ def test_cli_ingest_invalid_llm_output_stores_nothing(fake, tmp_path, monkeypatc
         assert s.preferences("alice") == [] and s.audit("alice") == []
     finally:
         s.close()
+
+
+def test_cli_ingest_says_when_nothing_was_found(fake, tmp_path, monkeypatch):
+    """A valid but empty answer is reported per conversation, never a bare success."""
+    from typer.testing import CliRunner
+
+    from boundmem.cli import app
+
+    monkeypatch.setenv("BOUNDMEM_LLM_BASE_URL", fake.base_url)
+    fake.push(tool_call(TOOL_NAME, {"preferences": []}))
+    f, db = tmp_path / "c.json", tmp_path / "m.db"
+    f.write_text(json.dumps({"id": "c1", "turns": [{"role": "user", "text": "Take me home."}]}))
+    r = CliRunner().invoke(app, ["ingest", str(f), "-u", "alice", "--db", str(db), "--extractor", "llm",
+                                 "--maintainer", "rules", "--embedder", "hash"])
+    assert r.exit_code == 0, r.output
+    assert "c1: nothing to remember" in r.output and "llm extractor" in r.output

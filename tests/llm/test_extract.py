@@ -1,4 +1,7 @@
-"""LLMExtractor over the fake server: forced schema tool call, validation, one retry, nothing stored when invalid."""
+"""LLMExtractor over the fake server: forced schema tool call, validation, one retry, nothing stored when invalid.
+
+The default tool shape is flat ({"preferences": [{sentence, category, value, polarity}]}, the category an enum of
+the user's allowed detail categories); the paper's nested shape stays available as shape="nested"."""
 from __future__ import annotations
 
 import json
@@ -7,6 +10,7 @@ import pytest
 
 from boundmem.extract.base import ExtractionError
 from boundmem.extract.llm import LLMExtractor
+from boundmem.llm.flat import compile_flat
 from boundmem.maintain.rules import RuleMaintainer
 from boundmem.memory import Memory
 from boundmem.models import Conversation, Turn
@@ -20,7 +24,16 @@ CONV = Conversation(id="c1", turns=(Turn(role="user", text="Find me a place to e
                                     Turn(role="assistant", text="How about the steakhouse? Do you like steak?"),
                                     Turn(role="user", text=SAID)))
 DIET = CategoryPath(main="points_of_interest", sub="restaurant", detail="dietary_preferences")
-GOOD = {"points_of_interest": {"restaurant": {"dietary_preferences": [
+DIET_LABEL = "Restaurant > Dietary Preferences"
+GENRES_LABEL = "Music > Favorite Genres"
+
+
+def item(value="Vegetarian", category=DIET_LABEL, polarity="like", sentence=SAID) -> dict:
+    return {"sentence": sentence, "category": category, "value": value, "polarity": polarity}
+
+
+GOOD = {"preferences": [item()]}
+NESTED_GOOD = {"points_of_interest": {"restaurant": {"dietary_preferences": [
     {"user_preference": "Vegetarian", "user_sentence_preference_revealed": SAID}]}}}
 
 
@@ -30,29 +43,66 @@ def test_good_call_gives_candidates(fake, make_client, schema):
     cands = ex.extract(CONV, schema)
     assert [(c.path, c.attribute, c.sentence) for c in cands] == [(DIET, "Vegetarian", SAID)]
     assert ex.last_valid_at_try == 1
+    assert ex.stats.model_dump() == {"runs": 1, "first_try": 1, "after_retry": 0, "invalid": 0, "failed": 0,
+                                     "empty": 0, "candidates": 1}
     req = fake.requests[0].json
     assert req["tool_choice"] == {"type": "function", "function": {"name": TOOL_NAME}}
     assert req["temperature"] == 0
     system, human = req["messages"][0]["content"], req["messages"][1]["content"]
-    assert "extract nothing" in system and "temporary" in system and "User john-ab12" in system
+    assert "save nothing" in system and "right now" in system and "User john-ab12" in system
+    assert f"- {DIET_LABEL} (e.g. Vegetarian, Vegan, Gluten-Free, Dairy-Free)" in system  # the category guide
     assert f"User john-ab12: {SAID}" in human and "Voice Assistant: How about the steakhouse?" in human
-    assert "assistant's" in human  # never the assistant's suggestions
+    assert SAID not in system  # schema first, conversation last: the system prompt depends on the schema only
+
+
+def test_flat_tool_is_compact_and_exact(schema):
+    """The category is an enum of exactly the allowed detail categories; every field required, nothing else allowed."""
+    flat = compile_flat(schema)
+    params = flat.tool["function"]["parameters"]
+    it = params["properties"]["preferences"]["items"]
+    assert it["required"] == ["sentence", "category", "value", "polarity"] and it["additionalProperties"] is False
+    assert it["properties"]["category"]["enum"] == list(flat.labels) and len(flat.labels) == 41
+    assert {str(p) for p in flat.paths.values()} == {str(r.path) for r in schema.details()}
+    from boundmem.schema.tool import tool_definition
+
+    # the tool JSON plus the guide is a fraction of the nested tool
+    assert len(json.dumps(flat.tool)) + len(flat.guide) < len(json.dumps(tool_definition(schema))) / 3
+
+
+def test_system_prompt_is_the_same_for_every_conversation(fake, make_client, schema):
+    """The prefix a server can cache (system prompt + tool) does not change with the conversation."""
+    fake.push(tool_call(TOOL_NAME, {"preferences": []}), tool_call(TOOL_NAME, {"preferences": []}))
+    ex = LLMExtractor(make_client())
+    ex.extract(CONV, schema)
+    ex.extract(Conversation(id="c2", turns=(Turn(role="user", text="I hate jazz."),)), schema)
+    a, b = (r.json for r in fake.requests)
+    assert a["messages"][0] == b["messages"][0] and a["tools"] == b["tools"]
+    assert a["messages"][1] != b["messages"][1]
 
 
 def test_nothing_to_extract(fake, make_client, schema):
-    fake.push(tool_call(TOOL_NAME, {}))
+    fake.push(tool_call(TOOL_NAME, {"preferences": []}))
     ex = LLMExtractor(make_client())
     assert ex.extract(CONV, schema) == []
-    assert ex.last_valid_at_try == 1
+    assert ex.last_valid_at_try == 1 and ex.stats.empty == 1
+
+
+def test_dislike_is_stored_negated(fake, make_client, schema):
+    fake.push(tool_call(TOOL_NAME, {"preferences": [
+        item("country", GENRES_LABEL, "dislike", "I can't stand country."),
+        item("Yes", "Parking > Preference for Covered Parking", "dislike", "I don't need covered parking."),
+        item("not jazz", GENRES_LABEL, "dislike", "No jazz, ever.")]}))
+    cands = LLMExtractor(make_client()).extract(CONV, schema)
+    assert [c.attribute for c in cands] == ["not country", "Indifferent to Covered Parking", "not jazz"]
 
 
 def test_pruned_schema_is_what_the_model_sees(fake, make_client, schema):
-    fake.push(tool_call(TOOL_NAME, {}))
+    fake.push(tool_call(TOOL_NAME, {"preferences": []}))
     LLMExtractor(make_client()).extract(CONV, schema.prune(["restaurant", "entertainment_and_media"]))
-    params = fake.requests[0].json["tools"][0]["function"]["parameters"]
-    text = json.dumps(params)
-    assert "dietary_preferences" not in text and "favorite_genres" not in text
-    assert "preferred_gas_station" in text and "preferred_temperature" in text
+    req = fake.requests[0].json
+    text = json.dumps(req["tools"]) + req["messages"][0]["content"]
+    assert "Dietary Preferences" not in text and "Favorite Genres" not in text and "Vegetarian" not in text
+    assert "Preferred Gas Station" in text and "Preferred Temperature" in text
 
 
 def test_empty_schema_asks_nothing(fake, make_client, schema):
@@ -61,35 +111,27 @@ def test_empty_schema_asks_nothing(fake, make_client, schema):
     assert fake.requests == []
 
 
-def test_duplicates_and_valueless_items(fake, make_client, schema):
-    fake.push(tool_call(TOOL_NAME, {
-        "points_of_interest": {"restaurant": {
-            "dietary_preferences": [{"user_preference": "Vegetarian", "user_sentence_preference_revealed": SAID},
-                                    {"user_preference": "vegetarian ", "user_sentence_preference_revealed": "again"},
-                                    {"user_preference": None, "user_sentence_preference_revealed": "no value"}],
-            "favorite_cuisine": None}},
-        "entertainment_and_media": None}))
+def test_duplicates_are_merged(fake, make_client, schema):
+    fake.push(tool_call(TOOL_NAME, {"preferences": [item(), item("vegetarian ", sentence="again")]}))
     cands = LLMExtractor(make_client()).extract(CONV, schema)
     assert [(c.path, c.attribute) for c in cands] == [(DIET, "Vegetarian")]
 
 
 BAD_CASES = {
-    # a detail category that does not exist
-    "unknown category": ({"points_of_interest": {"restaurant": {"vegan_level": [{"user_preference": "high"}]}}},
-                         "points_of_interest.restaurant.vegan_level"),
+    # a category that is not one of the labels
+    "unknown category": ({"preferences": [item(category="Restaurant > Vegan Level")]}, "preferences.0.category"),
     # an extra key inside an item
-    "extra field": ({"points_of_interest": {"restaurant": {"dietary_preferences": [
-        {"user_preference": "Vegetarian", "confidence": 0.9}]}}},
-        "points_of_interest.restaurant.dietary_preferences.0.confidence"),
+    "extra field": ({"preferences": [{**item(), "confidence": 0.9}]}, "preferences.0.confidence"),
     # a number where a string is required
-    "wrong type": ({"points_of_interest": {"restaurant": {"dietary_preferences": [{"user_preference": 5}]}}},
-                   "points_of_interest.restaurant.dietary_preferences.0.user_preference"),
+    "wrong type": ({"preferences": [item(value=5)]}, "preferences.0.value"),
+    # an empty value (nothing could be stored or compared): said, not dropped silently
+    "empty value": ({"preferences": [item(value=" ")]}, "preferences.0.value"),
     # a list expected, an object given
-    "not a list": ({"points_of_interest": {"restaurant": {"dietary_preferences": {"user_preference": "Vegetarian"}}}},
-                   "points_of_interest.restaurant.dietary_preferences"),
-    # a subcategory under the wrong main category
-    "wrong parent": ({"navigation_and_routing": {"restaurant": {"dietary_preferences": []}}},
-                     "navigation_and_routing.restaurant"),
+    "not a list": ({"preferences": item()}, "preferences"),
+    # the nested shape answered to the flat tool
+    "nested answer": (NESTED_GOOD, "points_of_interest"),
+    # polarity outside its enum
+    "bad polarity": ({"preferences": [item(polarity="love")]}, "preferences.0.polarity"),
 }
 
 
@@ -100,33 +142,56 @@ def test_invalid_output_is_retried_with_the_error(fake, make_client, schema, cas
     ex = LLMExtractor(make_client())
     cands = ex.extract(CONV, schema)
     assert [(c.path, c.attribute) for c in cands] == [(DIET, "Vegetarian")]
-    assert ex.last_valid_at_try == 2 and len(fake.requests) == 2
+    assert ex.last_valid_at_try == 2 and len(fake.requests) == 2 and ex.stats.after_retry == 1
     first, second = fake.requests[0].messages, fake.requests[1].messages
-    assert "Errors from previous try" not in first[0]["content"]
-    assert "Errors from previous try" in second[0]["content"]
-    assert loc in second[0]["content"]                      # the validation error, by field path
-    assert json.dumps(bad) in second[0]["content"]          # the previous output
-    assert second[1:] == first[1:]                          # same conversation
+    assert second[:2] == first  # the cached prefix (system, tool, conversation) is kept; the retry comes after it
+    assert second[2] == {"role": "assistant", "content": json.dumps(bad, ensure_ascii=False)}
+    retry = second[3]["content"]
+    assert "Errors from previous try" in retry and loc in retry   # the validation error, by field path
+    assert len(retry) < 2000                                      # not pydantic's list of all 41 labels
+
+
+def test_unknown_category_names_the_allowed_ones(fake, make_client, schema):
+    fake.push(tool_call(TOOL_NAME, {"preferences": [item(category="Dietary Preferences")]}), tool_call(TOOL_NAME, GOOD))
+    LLMExtractor(make_client()).extract(CONV, schema)
+    retry = fake.requests[1].messages[-1]["content"]
+    assert "'Dietary Preferences' is not allowed" in retry and DIET_LABEL in retry
 
 
 def test_opted_out_category_is_rejected_not_stored(fake, make_client, schema):
-    """The model fills a category the user opted out of: it is not in the pruned model, so it fails validation."""
-    fake.push(tool_call(TOOL_NAME, GOOD), tool_call(TOOL_NAME, {}))
+    """The model names a category the user opted out of: it is not in the enum, so it fails validation."""
+    fake.push(tool_call(TOOL_NAME, GOOD), tool_call(TOOL_NAME, {"preferences": []}))
     ex = LLMExtractor(make_client())
     assert ex.extract(CONV, schema.prune(["restaurant"])) == []
     assert ex.last_valid_at_try == 2
-    assert "points_of_interest.restaurant" in fake.requests[1].messages[0]["content"]
+    assert DIET_LABEL not in fake.requests[0].json["tools"][0]["function"]["parameters"]["properties"]["preferences"][
+        "items"]["properties"]["category"]["enum"]
+    assert "preferences.0.category" in fake.requests[1].messages[-1]["content"]
 
 
-@pytest.mark.parametrize("first", [tool_call(TOOL_NAME, '{"points_of_interest": {'), content("You like vegetarian food.")],
+@pytest.mark.parametrize("first", [tool_call(TOOL_NAME, '{"preferences": ['), content("You like vegetarian food.")],
                          ids=["broken json", "no tool call"])
 def test_broken_or_missing_tool_call_is_retried(fake, make_client, schema, first):
     fake.push(first, tool_call(TOOL_NAME, GOOD))
     ex = LLMExtractor(make_client())
     assert len(ex.extract(CONV, schema)) == 1
     assert ex.last_valid_at_try == 2
-    retry = fake.requests[1].messages[0]["content"]
-    assert ('{"points_of_interest": {' in retry) or ("You like vegetarian food." in retry)
+    retry = fake.requests[1].messages[-1]["content"]
+    assert ('{"preferences": [' in retry) or ("You like vegetarian food." in retry)
+
+
+def test_tool_call_written_as_text_in_qwen_tags_is_read(fake, make_client, schema):
+    """llama-cpp-python with tool_choice="required" (and servers without a tool parser) leave the call in the text."""
+    fake.push(content('<tool_call>\n{"name": "%s", "arguments": %s}\n</tool_call>' % (TOOL_NAME, json.dumps(GOOD))))
+    ex = LLMExtractor(make_client())
+    ex.client._named_choice = False
+    assert [c.attribute for c in ex.extract(CONV, schema)] == ["Vegetarian"]
+
+
+def test_max_tokens_is_sent(fake, make_client, schema):
+    fake.push(tool_call(TOOL_NAME, GOOD))
+    LLMExtractor(make_client(), max_tokens=300).extract(CONV, schema)
+    assert fake.requests[0].json["max_tokens"] == 300
 
 
 def _memory(schema, store, hash_embedder, extractor):
@@ -142,6 +207,7 @@ def test_invalid_twice_stores_nothing(fake, make_client, schema, sqlite_store, h
         mem.add(CONV, "alice")
     assert "c1" in str(ei.value) and "test-model" in str(ei.value)
     assert ex.last_valid_at_try is None and ex.last_run.valid_at_try is None and len(ex.last_run.errors) == 2
+    assert ex.stats.invalid == 1 and ex.stats.runs == 1
     assert len(fake.requests) == 2
     assert sqlite_store.preferences("alice") == [] and sqlite_store.audit("alice") == []
 
@@ -159,10 +225,20 @@ def test_valid_extraction_is_stored_through_memory(fake, make_client, schema, sq
 def test_from_env_uses_the_endpoint(fake, monkeypatch, schema):
     monkeypatch.setenv("BOUNDMEM_LLM_BASE_URL", fake.base_url)
     monkeypatch.setenv("BOUNDMEM_LLM_MODEL", "local-llama")
+    monkeypatch.setenv("BOUNDMEM_LLM_MAX_TOKENS", "256")
     fake.push(tool_call(TOOL_NAME, GOOD))
     ex = LLMExtractor.from_env()
     assert len(ex.extract(CONV, schema)) == 1
-    assert fake.requests[0].json["model"] == "local-llama"
+    assert fake.requests[0].json["model"] == "local-llama" and fake.requests[0].json["max_tokens"] == 256
+    ex.client.close()
+
+
+def test_from_env_nested_shape(fake, monkeypatch, schema):
+    monkeypatch.setenv("BOUNDMEM_LLM_BASE_URL", fake.base_url)
+    monkeypatch.setenv("BOUNDMEM_LLM_TOOL_SHAPE", "nested")
+    fake.push(tool_call(TOOL_NAME, NESTED_GOOD))
+    ex = LLMExtractor.from_env()
+    assert ex.shape == "nested" and [c.attribute for c in ex.extract(CONV, schema)] == ["Vegetarian"]
     ex.client.close()
 
 
@@ -172,8 +248,61 @@ def test_timeout_propagates_and_stores_nothing(fake, make_client, schema, sqlite
     from .fake_openai import delay
 
     fake.push(delay(5.0, tool_call(TOOL_NAME, GOOD)), delay(5.0, tool_call(TOOL_NAME, GOOD)))
-    mem = _memory(schema, sqlite_store, hash_embedder, LLMExtractor(make_client(timeout=0.2, max_retries=1)))
+    ex = LLMExtractor(make_client(timeout=0.2, max_retries=1))
+    mem = _memory(schema, sqlite_store, hash_embedder, ex)
     with pytest.raises(LLMTimeout):
         mem.add(CONV, "alice")
-    assert len(fake.requests) == 2
+    assert len(fake.requests) == 2 and ex.stats.failed == 1
     assert sqlite_store.preferences("alice") == [] and sqlite_store.audit("alice") == []
+
+
+# --- the paper's nested shape -------------------------------------------------------------------
+def test_nested_good_call(fake, make_client, schema):
+    fake.push(tool_call(TOOL_NAME, NESTED_GOOD))
+    ex = LLMExtractor(make_client(), shape="nested")
+    assert [(c.path, c.attribute, c.sentence) for c in ex.extract(CONV, schema)] == [(DIET, "Vegetarian", SAID)]
+    system = fake.requests[0].json["messages"][0]["content"]
+    assert "extract nothing" in system and "temporary" in system
+
+
+def test_nested_pruned_schema(fake, make_client, schema):
+    fake.push(tool_call(TOOL_NAME, {}))
+    LLMExtractor(make_client(), shape="nested").extract(CONV, schema.prune(["restaurant", "entertainment_and_media"]))
+    text = json.dumps(fake.requests[0].json["tools"][0]["function"]["parameters"])
+    assert "dietary_preferences" not in text and "favorite_genres" not in text
+    assert "preferred_gas_station" in text and "preferred_temperature" in text
+
+
+def test_nested_duplicates_and_valueless_items(fake, make_client, schema):
+    fake.push(tool_call(TOOL_NAME, {
+        "points_of_interest": {"restaurant": {
+            "dietary_preferences": [{"user_preference": "Vegetarian", "user_sentence_preference_revealed": SAID},
+                                    {"user_preference": "vegetarian ", "user_sentence_preference_revealed": "again"},
+                                    {"user_preference": None, "user_sentence_preference_revealed": "no value"}],
+            "favorite_cuisine": None}},
+        "entertainment_and_media": None}))
+    cands = LLMExtractor(make_client(), shape="nested").extract(CONV, schema)
+    assert [(c.path, c.attribute) for c in cands] == [(DIET, "Vegetarian")]
+
+
+NESTED_BAD = {
+    "unknown category": ({"points_of_interest": {"restaurant": {"vegan_level": [{"user_preference": "high"}]}}},
+                         "points_of_interest.restaurant.vegan_level"),
+    "wrong parent": ({"navigation_and_routing": {"restaurant": {"dietary_preferences": []}}},
+                     "navigation_and_routing.restaurant"),
+}
+
+
+@pytest.mark.parametrize("case", list(NESTED_BAD))
+def test_nested_invalid_output_is_retried(fake, make_client, schema, case):
+    bad, loc = NESTED_BAD[case]
+    fake.push(tool_call(TOOL_NAME, bad), tool_call(TOOL_NAME, NESTED_GOOD))
+    ex = LLMExtractor(make_client(), shape="nested")
+    assert [(c.path, c.attribute) for c in ex.extract(CONV, schema)] == [(DIET, "Vegetarian")]
+    first, second = fake.requests[0].messages, fake.requests[1].messages
+    assert second[:2] == first and loc in second[-1]["content"] and json.dumps(bad) in second[-1]["content"]
+
+
+def test_unknown_shape_is_refused(make_client):
+    with pytest.raises(ValueError, match="tool shape"):
+        LLMExtractor(make_client(), shape="tree")

@@ -128,8 +128,8 @@ def test_llm_extractor_and_maintainer_through_memory(fake, make_client, schema, 
                  embedder=hash_embedder)
 
     def said(text: str, value: str) -> dict:
-        return {"points_of_interest": {"restaurant": {"desired_price_range": [
-            {"user_preference": value, "user_sentence_preference_revealed": text}]}}}
+        return {"preferences": [{"sentence": text, "category": "Restaurant > Desired Price Range", "value": value,
+                                 "polarity": "like"}]}
 
     fake.push(tool_call(TOOL_NAME, said("I like cheap places.", "cheap")))
     mem.add(Conversation(id="c1", turns=(Turn(role="user", text="I like cheap places."),)), "alice")

@@ -4,21 +4,59 @@ The prompts paraphrase the paper's (docs: carmem-protocol.md section 4): extract
 default; only lasting preferences the user said or confirmed; only what fits a category. The schema the
 model sees is the pruned one, so an opted-out category is not even offered, and anything the model puts
 outside it fails validation (extra fields are forbidden) instead of being stored.
+
+Two tool shapes (`shape=`, env BOUNDMEM_LLM_TOOL_SHAPE):
+- `flat` (default): a list of {sentence, category, value, polarity} items, the category an enum of the
+  user's allowed detail categories (`boundmem.llm.flat`); ~1.5k prompt tokens for the in-car schema, and
+  small local models (Qwen2.5 0.5B/1.5B) fill it;
+- `nested`: the paper's main > sub > detail object (`boundmem.schema.tool`), ~6.6k prompt tokens.
+Both put everything that depends only on the schema first (system prompt, tool) and the conversation last,
+so a server's prompt cache covers the prefix. A retry appends the model's previous answer and the
+validation error after the conversation instead of editing the system prompt, so it hits the cache too.
+
+No silent loss: an answer that is invalid twice raises ExtractionError (nothing is stored), is counted in
+`stats`, and names the conversation, the model and the last error.
 """
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Optional
 
 from pydantic import BaseModel, Field, ValidationError
 
 from ..conversation import render
 from ..llm.client import LLMClient
-from ..llm.errors import LLMOutputError
+from ..llm.errors import LLMError, LLMOutputError
+from ..llm.flat import FlatSchema, compile_flat, describe_item_error, example_block, negated
 from ..models import Candidate, Conversation
 from ..schema.model import Schema
 from ..schema.tool import TOOL_NAME, flatten, output_model, tool_definition
 from .base import ExtractionError
+
+SHAPES = ("flat", "nested")
+
+FLAT_SYSTEM_PROMPT = """\
+You save a user's lasting preferences: what will still hold after this conversation is over. The default is \
+to save nothing.
+- Only what the user labelled "{user_label}" said or confirmed; never the assistant's suggestions or questions.
+- Only lasting preferences ("I always...", "I prefer...", "I love...", "I can't stand..."), not a request for \
+right now ("play some rock", "set it to 21 degrees", "take me to the station"), not other people's tastes.
+- Only the categories listed below. If a preference fits none of them, leave it out; never bend it into another \
+category.
+- value: short, in the user's words, or the example value that fits. polarity: "dislike" if the user rejects or \
+avoids it, else "like". sentence: the user's sentence, verbatim.
+Categories:
+{guide}
+{examples}
+Call {tool} with {{"preferences": [...]}}; [] when there is nothing to save."""
+
+FLAT_HUMAN_PROMPT = """\
+Conversation:
+===
+{conversation}
+===
+Save the lasting preferences of {user_label}."""
 
 SYSTEM_PROMPT = """\
 You are an expert at extracting a user's long-term preferences: preferences that will still hold after \
@@ -42,16 +80,13 @@ Extract the long-term preferences of {user_label} from this conversation:
 Only preferences that {user_label} stated or confirmed count. Never take a preference from the assistant's \
 text, suggestions or assumptions."""
 
-RETRY_PROMPT = """
-
-Errors from previous try:
-Your previous output was invalid. Possible causes: a category level was skipped, a key that does not exist \
-was used, a subcategory was put under the wrong main category, or a value has the wrong type.
+RETRY_PROMPT = """\
+Errors from previous try: your previous output was invalid.
 Previous output:
 {previous}
 Error:
 {error}
-Correct it and call the function again."""
+Correct it and call {tool} again."""
 
 
 class ExtractionRun(BaseModel):
@@ -60,6 +95,18 @@ class ExtractionRun(BaseModel):
     candidates: list[Candidate] = Field(default_factory=list)
     valid_at_try: Optional[int] = None
     errors: list[str] = Field(default_factory=list)
+
+
+class ExtractionStats(BaseModel):
+    """Counts over an extractor's life: every run ends in exactly one of first_try, after_retry, invalid, failed."""
+
+    runs: int = 0
+    first_try: int = 0
+    after_retry: int = 0
+    invalid: int = 0         # invalid twice: nothing stored, ExtractionError raised
+    failed: int = 0          # transport errors (timeouts, HTTP): nothing stored, LLMError raised
+    empty: int = 0           # valid answers with nothing to save
+    candidates: int = 0
 
 
 def describe_validation_error(e: ValidationError, limit: int = 20) -> str:
@@ -71,7 +118,10 @@ def describe_validation_error(e: ValidationError, limit: int = 20) -> str:
             got = json.dumps(err.get("input"), ensure_ascii=False)
         except (TypeError, ValueError):
             got = repr(err.get("input"))
-        lines.append(f"{loc}: {err.get('msg')} (got {got[:80]})")
+        msg = str(err.get("msg"))
+        if err.get("type") == "literal_error" and len(msg) > 160:  # an enum of 40 labels: the prompt lists them
+            msg = "not one of the allowed categories listed in the instructions"
+        lines.append(f"{loc}: {msg} (got {got[:80]})")
     more = e.error_count() - limit
     return "\n".join(lines + ([f"... and {more} more"] if more > 0 else []))
 
@@ -79,60 +129,105 @@ def describe_validation_error(e: ValidationError, limit: int = 20) -> str:
 class LLMExtractor:
     """Extractor over any OpenAI-compatible endpoint.
 
-    `last_valid_at_try` (1, 2 or None) and `last_run` describe the most recent call, for the benchmark.
-    They are per instance: give each worker thread its own extractor if you need them exact.
+    `last_valid_at_try` (1, 2 or None) and `last_run` describe the most recent call, for the benchmark; `stats`
+    counts all calls. They are per instance: give each worker thread its own extractor if you need them exact.
+    `max_tokens` bounds each answer (a small model under a grammar can otherwise repeat items until the context
+    is full); None leaves it to the client (BOUNDMEM_LLM_MAX_TOKENS) or the server.
     """
 
-    def __init__(self, client: LLMClient, user_label: str = "User"):
+    def __init__(self, client: LLMClient, user_label: str = "User", shape: str = "flat",
+                 max_tokens: Optional[int] = None):
+        if shape not in SHAPES:
+            raise ValueError(f"unknown tool shape {shape!r} (choose {', '.join(SHAPES)})")
         self.client = client
         self.user_label = user_label
+        self.shape = shape
+        self.max_tokens = max_tokens
         self.last_valid_at_try: Optional[int] = None
         self.last_run: Optional[ExtractionRun] = None
-        self._cache: dict[Schema, tuple[type[BaseModel], dict]] = {}
+        self.stats = ExtractionStats()
+        self._cache: dict[Schema, Any] = {}
 
     @classmethod
     def from_env(cls, user_label: str = "User", **client_overrides: Any) -> "LLMExtractor":
-        return cls(LLMClient.from_env(**client_overrides), user_label=user_label)
+        shape = (os.environ.get("BOUNDMEM_LLM_TOOL_SHAPE") or "flat").strip().lower()
+        if shape not in SHAPES:
+            raise LLMError(f"BOUNDMEM_LLM_TOOL_SHAPE={shape!r} is not one of {', '.join(SHAPES)}")
+        return cls(LLMClient.from_env(**client_overrides), user_label=user_label, shape=shape)
 
-    def _compiled(self, schema: Schema) -> tuple[type[BaseModel], dict]:
+    def _compiled(self, schema: Schema):
         # building the model and its JSON schema takes ~50 ms for the in-car schema; users share few schemas
         hit = self._cache.get(schema)
         if hit is None:
             if len(self._cache) >= 64:
                 self._cache.clear()
-            hit = self._cache[schema] = (output_model(schema), tool_definition(schema))
+            hit = self._cache[schema] = (compile_flat(schema) if self.shape == "flat"
+                                         else (output_model(schema), tool_definition(schema)))
         return hit
 
-    def messages(self, conversation: Conversation) -> list[dict[str, str]]:
-        system = SYSTEM_PROMPT.format(user_label=self.user_label, tool=TOOL_NAME)
-        human = HUMAN_PROMPT.format(user_label=self.user_label, conversation=render(conversation, self.user_label))
+    def tool(self, schema: Schema) -> dict:
+        """The tool JSON the model is forced to call for this (pruned) schema."""
+        c = self._compiled(schema)
+        return c.tool if self.shape == "flat" else c[1]
+
+    def messages(self, conversation: Conversation, schema: Optional[Schema] = None) -> list[dict[str, str]]:
+        """[system, user]: the system message depends only on the schema (cacheable), the conversation comes last."""
+        conv = render(conversation, self.user_label)
+        if self.shape == "flat":
+            if schema is None:
+                raise ValueError("the flat shape's system prompt lists the schema's categories: pass the schema")
+            flat: FlatSchema = self._compiled(schema)
+            system = FLAT_SYSTEM_PROMPT.format(user_label=self.user_label, guide=flat.guide,
+                                               examples=example_block(flat), tool=TOOL_NAME)
+            human = FLAT_HUMAN_PROMPT.format(user_label=self.user_label, conversation=conv)
+        else:
+            system = SYSTEM_PROMPT.format(user_label=self.user_label, tool=TOOL_NAME)
+            human = HUMAN_PROMPT.format(user_label=self.user_label, conversation=conv)
         return [{"role": "system", "content": system}, {"role": "user", "content": human}]
 
     def run(self, conversation: Conversation, schema: Schema) -> ExtractionRun:
         """Extract with one retry on invalid output; raises ExtractionError if the retry is invalid too."""
+        self.stats.runs += 1
         if next(schema.details(), None) is None:
             # every category opted out: nothing may be extracted, so the model is not asked
+            self.stats.first_try += 1
+            self.stats.empty += 1
             return self._done(ExtractionRun(valid_at_try=1))
-        model, tool = self._compiled(schema)
-        msgs = self.messages(conversation)
+        compiled = self._compiled(schema)
+        tool = self.tool(schema)
+        msgs = self.messages(conversation, schema)
         errors: list[str] = []
+        extra = {"max_tokens": self.max_tokens} if self.max_tokens else {}
         for attempt in (1, 2):
             previous, error = "", ""
             try:
-                args = self.client.call_tool(msgs, tool)
+                args = self.client.call_tool(msgs, tool, **extra)
             except LLMOutputError as e:
                 previous, error = e.raw, str(e)
+            except LLMError:
+                self.stats.failed += 1
+                self._done(ExtractionRun(valid_at_try=None, errors=errors))
+                raise
             else:
                 try:
-                    out = model.model_validate(args)
+                    out = (compiled.model if self.shape == "flat" else compiled[0]).model_validate(args)
                 except ValidationError as e:
                     previous, error = json.dumps(args, ensure_ascii=False), describe_validation_error(e)
+                    hint = describe_item_error(args, compiled) if self.shape == "flat" else None
+                    if hint:
+                        error += "\n" + hint
                 else:
-                    return self._done(ExtractionRun(candidates=self._candidates(schema, out),
-                                                    valid_at_try=attempt, errors=errors))
+                    cands = self._flat_candidates(compiled, out) if self.shape == "flat" else self._candidates(schema, out)
+                    self.stats.first_try += attempt == 1
+                    self.stats.after_retry += attempt == 2
+                    self.stats.empty += not cands
+                    self.stats.candidates += len(cands)
+                    return self._done(ExtractionRun(candidates=cands, valid_at_try=attempt, errors=errors))
             errors.append(error)
-            msgs = [{"role": "system", "content": msgs[0]["content"] + RETRY_PROMPT.format(
-                previous=previous[:4000] or "(nothing)", error=error)}] + msgs[1:]
+            msgs = msgs[:2] + [{"role": "assistant", "content": previous[:4000] or "(nothing)"},
+                               {"role": "user", "content": RETRY_PROMPT.format(
+                                   previous=previous[:4000] or "(nothing)", error=error, tool=TOOL_NAME)}]
+        self.stats.invalid += 1
         self._done(ExtractionRun(valid_at_try=None, errors=errors))
         raise ExtractionError(f"LLM output for conversation {conversation.id!r} was invalid twice "
                               f"(model {self.client.model!r}); nothing extracted. Last error: {errors[-1]}")
@@ -143,6 +238,17 @@ class LLMExtractor:
     def _done(self, run: ExtractionRun) -> ExtractionRun:
         self.last_run, self.last_valid_at_try = run, run.valid_at_try
         return run
+
+    @staticmethod
+    def _flat_candidates(flat: FlatSchema, out: BaseModel) -> list[Candidate]:
+        found: dict[tuple[str, str], Candidate] = {}
+        for item in out.preferences:
+            path, detail = flat.paths[item.category], flat.details[item.category]  # the enum: always inside the schema
+            attribute = negated(item.value, detail) if item.polarity == "dislike" else item.value
+            key = (str(path), attribute.casefold())
+            if key not in found:
+                found[key] = Candidate(path=path, attribute=attribute, sentence=item.sentence.strip())
+        return list(found.values())
 
     @staticmethod
     def _candidates(schema: Schema, out: BaseModel) -> list[Candidate]:

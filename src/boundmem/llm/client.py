@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any, Optional, Sequence
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from .errors import LLMBadArguments, LLMError, LLMNoToolCall, LLMOutputError, LLMTimeout, LLMUnknownTool
 
@@ -38,6 +38,8 @@ class LLMUsage(BaseModel):
     failures: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    latency_s: list[float] = Field(default_factory=list, exclude=True,
+                                   description="wall time of each answered request, in order (not in model_dump)")
 
     @property
     def total_tokens(self) -> int:
@@ -82,6 +84,9 @@ class LLMClient:
     """Chat completions with forced tool calls, temperature 0, bounded retries and usage accounting.
 
     `temperature=None` leaves it out of the request (some reasoning models accept only their default).
+    `max_tokens` bounds every answer (left out of the request when None). `usage_log` names a JSONL file that gets
+    one line per request (time, model, tool, seconds, tokens, outcome; never message content): `boundmem llm usage`
+    summarises it.
     `max_retries` is the number of extra attempts after the first for timeouts, connection errors,
     408/409/429 and 5xx. The wait before retry n (n = 0, 1, ...) is `min(backoff_max, backoff_base * 2**n)`,
     or the server's Retry-After if it sent one, capped at `backoff_max`.
@@ -90,20 +95,23 @@ class LLMClient:
     def __init__(self, model: str = DEFAULT_MODEL, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  timeout: float = 30.0, max_retries: int = 3, *, backoff_base: float = 0.5, backoff_max: float = 8.0,
                  azure_endpoint: Optional[str] = None, azure_api_version: Optional[str] = None,
-                 temperature: Optional[float] = 0.0):
+                 temperature: Optional[float] = 0.0, max_tokens: Optional[int] = None,
+                 usage_log: Optional[str] = None):
         import openai  # the optional `llm` extra; imported here so the offline install never needs it
 
         if not model:
             raise LLMError("no model name given (set BOUNDMEM_LLM_MODEL)")
-        if timeout <= 0 or max_retries < 0 or backoff_base < 0 or backoff_max < 0:
+        if timeout <= 0 or max_retries < 0 or backoff_base < 0 or backoff_max < 0 or (max_tokens is not None and max_tokens < 1):
             raise LLMError(f"invalid client settings: timeout={timeout}, max_retries={max_retries}, "
-                           f"backoff_base={backoff_base}, backoff_max={backoff_max}", model=model)
+                           f"backoff_base={backoff_base}, backoff_max={backoff_max}, max_tokens={max_tokens}", model=model)
         self.model = model
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
         self.backoff_base = float(backoff_base)
         self.backoff_max = float(backoff_max)
         self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.usage_log = usage_log
         self.usage = LLMUsage()
         self._lock = threading.Lock()
         base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None  # the SDK's own variable, made explicit
@@ -127,16 +135,18 @@ class LLMClient:
     def from_env(cls, **overrides: Any) -> "LLMClient":
         """BOUNDMEM_LLM_MODEL, BOUNDMEM_LLM_BASE_URL, BOUNDMEM_LLM_API_KEY or OPENAI_API_KEY, BOUNDMEM_LLM_TIMEOUT,
         BOUNDMEM_LLM_MAX_RETRIES, BOUNDMEM_LLM_BACKOFF, BOUNDMEM_LLM_TEMPERATURE ("none" = leave out),
-        BOUNDMEM_LLM_AZURE_ENDPOINT (+ OPENAI_API_VERSION / BOUNDMEM_LLM_API_VERSION)."""
+        BOUNDMEM_LLM_AZURE_ENDPOINT (+ OPENAI_API_VERSION / BOUNDMEM_LLM_API_VERSION), BOUNDMEM_LLM_MAX_TOKENS,
+        BOUNDMEM_LLM_USAGE_LOG (a JSONL file, one line per request)."""
         kw: dict[str, Any] = {
             "model": _env("BOUNDMEM_LLM_MODEL") or DEFAULT_MODEL,
             "base_url": _env("BOUNDMEM_LLM_BASE_URL"),
             "api_key": _env("BOUNDMEM_LLM_API_KEY", "OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"),
             "azure_endpoint": _env("BOUNDMEM_LLM_AZURE_ENDPOINT"),
             "azure_api_version": _env("BOUNDMEM_LLM_API_VERSION", "OPENAI_API_VERSION"),
+            "usage_log": _env("BOUNDMEM_LLM_USAGE_LOG"),
         }
         for var, key, typ in (("BOUNDMEM_LLM_TIMEOUT", "timeout", float), ("BOUNDMEM_LLM_MAX_RETRIES", "max_retries", int),
-                              ("BOUNDMEM_LLM_BACKOFF", "backoff_base", float)):
+                              ("BOUNDMEM_LLM_BACKOFF", "backoff_base", float), ("BOUNDMEM_LLM_MAX_TOKENS", "max_tokens", int)):
             raw = _env(var)
             if raw is not None:
                 try:
@@ -153,29 +163,30 @@ class LLMClient:
         return cls(**kw)
 
     # --- public calls --------------------------------------------------------------------------
-    def call_tool(self, messages: Messages, tool: dict) -> dict[str, Any]:
-        """Force the model to call `tool`; return its arguments as a dict."""
+    def call_tool(self, messages: Messages, tool: dict, **params: Any) -> dict[str, Any]:
+        """Force the model to call `tool`; return its arguments as a dict. `params` go into the request (max_tokens)."""
         tool = _as_tool(tool)
         if self._named_choice:
             try:
-                return self.tool_call(messages, [tool], {"type": "function", "function": {"name": _tool_name(tool)}}).arguments
+                return self.tool_call(messages, [tool], {"type": "function", "function": {"name": _tool_name(tool)}},
+                                      **params).arguments
             except LLMError as e:
                 # some local servers accept only "auto"/"required"/"none"; with one tool offered, "required" is the same
                 if e.status != 400 or "tool_choice" not in str(e):
                     raise
                 self._named_choice = False
-        return self.tool_call(messages, [tool], "required").arguments
+        return self.tool_call(messages, [tool], "required", **params).arguments
 
-    def choose_tool(self, messages: Messages, tools: list[dict]) -> tuple[str, dict[str, Any]]:
+    def choose_tool(self, messages: Messages, tools: list[dict], **params: Any) -> tuple[str, dict[str, Any]]:
         """Make the model call exactly one of `tools` (tool_choice="required"); return (name, arguments)."""
-        r = self.tool_call(messages, tools, "required")
+        r = self.tool_call(messages, tools, "required", **params)
         return r.name, r.arguments
 
-    def tool_call(self, messages: Messages, tools: list[dict], tool_choice: Any = "required") -> ToolCallResult:
+    def tool_call(self, messages: Messages, tools: list[dict], tool_choice: Any = "required", **params: Any) -> ToolCallResult:
         """The general form of call_tool/choose_tool that also returns the text the model wrote."""
         tools = [_as_tool(t) for t in tools]
         offered = {_tool_name(t) for t in tools}
-        resp = self._create(messages=list(messages), tools=tools, tool_choice=tool_choice)
+        resp = self._create(messages=list(messages), tools=tools, tool_choice=tool_choice, **params)
         msg = self._message(resp)
         content = msg.content or ""
         calls = getattr(msg, "tool_calls", None) or []
@@ -247,23 +258,46 @@ class LLMClient:
     def _error(self, cls: type[LLMError], message: str, status: Optional[int] = None) -> LLMError:
         return cls(self._scrub(message), model=self.model, endpoint=self.endpoint, status=status)
 
+    def _log(self, params: dict, seconds: float, outcome: str, resp: Any = None) -> None:
+        if not self.usage_log:
+            return
+        u = getattr(resp, "usage", None)
+        tc = params.get("tool_choice")
+        line = {"t": round(time.time(), 3), "model": self.model,
+                "tool": (tc.get("function", {}).get("name") if isinstance(tc, dict) else
+                         ",".join(sorted(_tool_name(t) for t in params.get("tools") or [])) or None),
+                "seconds": round(seconds, 3), "outcome": outcome,
+                "prompt_tokens": int(getattr(u, "prompt_tokens", 0) or 0) if u is not None else None,
+                "completion_tokens": int(getattr(u, "completion_tokens", 0) or 0) if u is not None else None}
+        try:
+            with self._lock, open(self.usage_log, "a", encoding="utf-8") as f:
+                f.write(json.dumps(line) + "\n")
+        except OSError:
+            pass  # accounting must never break a call
+
     def _create(self, **params: Any):
         oa = self._openai
         self._count(calls=1)
         attempt = 0
+        if self.max_tokens is not None:
+            params.setdefault("max_tokens", self.max_tokens)
         while True:
             self._count(requests=1)
             retry_after: Optional[float] = None
+            started = time.monotonic()
             try:
                 if self.temperature is not None:
                     params.setdefault("temperature", self.temperature)
                 resp = self._sdk.chat.completions.create(model=self.model, **params)
             except oa.APITimeoutError:
+                self._log(params, time.monotonic() - started, "timeout")
                 failure = self._error(LLMTimeout, f"no answer within {self.timeout:g} s after {attempt + 1} attempt(s)")
             except oa.APIConnectionError as e:
+                self._log(params, time.monotonic() - started, "connection error")
                 failure = self._error(LLMError, f"cannot reach the endpoint after {attempt + 1} attempt(s): {e.__cause__ or e}")
             except oa.APIStatusError as e:
                 status = e.status_code
+                self._log(params, time.monotonic() - started, f"http {status}")
                 failure = self._error(LLMError, f"HTTP {status} after {attempt + 1} attempt(s): {e.message}", status)
                 if status not in RETRY_STATUS and status < 500:
                     self._failed()
@@ -275,6 +309,10 @@ class LLMClient:
                 raise self._error(LLMOutputError, f"the endpoint returned a body that is not a chat completion: "
                                                   f"{type(e).__name__}: {str(e)[:200]}") from None
             else:
+                took = time.monotonic() - started
+                with self._lock:
+                    self.usage.latency_s.append(round(took, 4))
+                self._log(params, took, "ok", resp)
                 u = getattr(resp, "usage", None)
                 if u is not None:
                     self._count(prompt_tokens=int(getattr(u, "prompt_tokens", 0) or 0),
@@ -324,12 +362,16 @@ _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
 
 
 def _call_in_text(content: str, offered: set[str]) -> Optional[tuple[str, Any]]:
-    """A tool call the server left in the text (vLLM or llama.cpp without a tool parser):
-    the whole answer is one JSON object {"name": <offered tool>, "arguments"|"parameters": {...}}."""
+    """A tool call the server left in the text (vLLM or llama.cpp without a tool parser, llama-cpp-python with
+    tool_choice "required"): the whole answer is one JSON object {"name": <offered tool>, "arguments"|"parameters":
+    {...}}, maybe in a ```json fence or in the <tool_call>...</tool_call> tags of Qwen/Hermes chat templates
+    (only the first call is taken, as from a tool_calls list)."""
     text = content.strip()
     m = _FENCE.match(text)
     if m:
         text = m.group(1)
+    if text.startswith("<tool_call>"):
+        text = text[len("<tool_call>"):].split("</tool_call>", 1)[0].strip()
     if not text.startswith("{"):
         return None
     try:

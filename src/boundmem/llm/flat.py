@@ -1,0 +1,165 @@
+"""The flat extraction tool: one list of {sentence, category, value, polarity} items.
+
+Why not the nested main > sub > detail model (`schema.tool`): a 0.5B-1.5B model answered that 6,600-token
+tree with `{}` every time, and even large models pay for it on every call. The flat shape is the same
+information, exact for any model:
+
+- `category` is an enum of the user's allowed detail categories (the pruned schema), so an opted-out or
+  invented category is not a valid answer: a server that constrains output to the JSON schema (llama.cpp,
+  vLLM, OpenAI strict) cannot even produce it, and anything else fails validation and is retried;
+- the category guide (one line per category, example values) is part of the system prompt, which depends
+  only on the schema: schema first, conversation last, so a server's prefix cache covers all but the
+  conversation;
+- every field is required and no other field is allowed; `[]` is the way to say "nothing".
+
+A dislike ("I can't stand country") is `polarity: dislike` and is stored as "not country" (the category's
+"No ..." value for a Yes/No category), the same convention as the local extractor.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+
+from ..schema.model import CategoryPath, DetailCategory, Schema
+
+TOOL_NAME = "extract_user_preferences"
+MAX_EXAMPLES = 4
+_EXAMPLE_CHARS = 40
+_GENERIC = re.compile(r"^the user's lasting preference for ", re.I)
+
+
+@dataclass(frozen=True)
+class FlatSchema:
+    """A schema compiled for the flat tool: labels <-> paths, the tool JSON, the validator, the category guide."""
+
+    labels: tuple[str, ...]
+    paths: dict[str, CategoryPath]
+    details: dict[str, DetailCategory]
+    tool: dict
+    model: type[BaseModel]
+    guide: str
+
+    def label_of(self, path: CategoryPath) -> str:
+        return next(lab for lab, p in self.paths.items() if p == path)
+
+
+def _labels(schema: Schema) -> list[tuple[str, CategoryPath, DetailCategory]]:
+    """'Sub > Detail' display labels, widened to 'Main > Sub > Detail' and then to the key path where not unique."""
+    refs = list(schema.details())
+    forms = (lambda r: f"{r.sub.name} > {r.detail.name}",
+             lambda r: f"{r.main.name} > {r.sub.name} > {r.detail.name}",
+             lambda r: f"{r.main.key}/{r.sub.key}/{r.detail.key}")
+    for form in forms:
+        labels = [form(r).strip() for r in refs]
+        if len(set(labels)) == len(labels):
+            break
+    return [(lab, CategoryPath(main=r.main.key, sub=r.sub.key, detail=r.detail.key), r.detail)
+            for lab, r in zip(labels, refs)]
+
+
+def _guide_line(label: str, d: DetailCategory) -> str:
+    desc = (d.description or "").strip()
+    # the in-car schema's descriptions only repeat the name ("The user's lasting preference for ..."): left out
+    extra = "" if not desc or _GENERIC.match(desc) or d.name.lower() in desc.lower() else f": {desc[:120]}"
+    ex = [a if len(a) <= _EXAMPLE_CHARS else a[:_EXAMPLE_CHARS].rstrip() + "..." for a in d.attributes[:MAX_EXAMPLES]]
+    return f"- {label}{extra}" + (f" (e.g. {', '.join(ex)})" if ex else "")
+
+
+def compile_flat(schema: Schema) -> FlatSchema:
+    rows = _labels(schema)
+    labels = tuple(lab for lab, _, _ in rows)
+    guide = "\n".join(_guide_line(lab, d) for lab, _, d in rows)
+    params = {
+        "type": "object",
+        "properties": {"preferences": {
+            "type": "array",
+            "description": "The user's lasting preferences; [] if there is none.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "sentence": {"type": "string", "description": "The user's own sentence, verbatim."},
+                    "category": {"type": "string", "enum": list(labels)},
+                    "value": {"type": "string", "description": "Short value in the user's words or an example value."},
+                    "polarity": {"type": "string", "enum": ["like", "dislike"]},
+                },
+                "required": ["sentence", "category", "value", "polarity"],
+                "additionalProperties": False,
+            }}},
+        "required": ["preferences"],
+        "additionalProperties": False,
+    }
+    tool = {"type": "function", "function": {
+        "name": TOOL_NAME,
+        "description": "Save the user's lasting preferences that fit one of the allowed categories.",
+        "parameters": params}}
+    return FlatSchema(labels=labels, paths={lab: p for lab, p, _ in rows}, details={lab: d for lab, _, d in rows},
+                      tool=tool, model=_model(labels), guide=guide)
+
+
+class _ItemBase(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    sentence: str
+    value: str = Field(min_length=1)
+    polarity: Literal["like", "dislike"]
+
+    @field_validator("value")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("value is empty: give the preference's value, or leave the item out")
+        return v.strip()
+
+
+def _model(labels: tuple[str, ...]) -> type[BaseModel]:
+    cat = Literal[labels]  # type: ignore[valid-type]
+    item = create_model("PreferenceItem", __base__=_ItemBase, category=(cat, ...))
+    return create_model("Preferences", __config__=ConfigDict(extra="forbid"), preferences=(list[item], ...))
+
+
+def negated(value: str, d: DetailCategory) -> str:
+    """A disliked value as stored: unchanged if already negative, the category's "No ..." item for "Yes", else "not X"."""
+    v = value.strip()
+    low = v.lower()
+    if low.startswith(("not ", "no ", "no(", "never ", "indifferent")) or low == "no":
+        return v
+    if low == "yes":
+        no = next((a for a in d.attributes if a.lower().startswith(("no ", "no(", "indifferent")) or a.lower() == "no"), None)
+        if no:
+            return no
+    return f"not {v}"
+
+
+def example_block(flat: FlatSchema) -> str:
+    """A two-part worked example built from the user's own (pruned) schema, so it never names a category they lack."""
+    lab = next((lab for lab in flat.labels if len(flat.details[lab].attributes) >= 2), None)
+    if lab is None:
+        return ""
+    a, b = flat.details[lab].attributes[:2]
+    said = f"I always pick {a}, and I never want {b}."
+    answer = {"preferences": [{"sentence": said, "category": lab, "value": a, "polarity": "like"},
+                              {"sentence": said, "category": lab, "value": b, "polarity": "dislike"}]}
+    return (f'Example: the user says "{said}" -> {json.dumps(answer, ensure_ascii=False)}\n'
+            f'Example: the user says "Take me home." -> {{"preferences": []}}')
+
+
+def describe_item_error(raw: Optional[dict], flat: FlatSchema) -> Optional[str]:
+    """A hint for the most common small-model mistake: a category that is close to but not one of the labels
+    (the closest allowed ones are named; the full list is in the system prompt)."""
+    if not isinstance(raw, dict):
+        return None
+    items = raw.get("preferences")
+    bad = [it.get("category") for it in (items if isinstance(items, list) else [])
+           if isinstance(it, dict) and it.get("category") not in flat.paths]
+    bad = [b for b in bad if isinstance(b, str)]
+    if not bad:
+        return None
+    low = {lab.lower(): lab for lab in flat.labels}
+    near = [low[m] for m in difflib.get_close_matches(bad[0].lower(), list(low), n=3, cutoff=0.0)]
+    return (f"category {bad[0]!r} is not allowed; use one of the listed categories exactly as written"
+            + (f", e.g. {'; '.join(near)}" if near else "") + ", or leave the preference out.")
