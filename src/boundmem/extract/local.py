@@ -115,8 +115,8 @@ class LocalExtractor:
         self.embedder = embedder
         self.phrase_min = 0.8 if phrase_min is None else phrase_min   # category score a phrase of a clause needs
         self.span_min = span_min           # a phrase of the user's own words must be this close to the category
-        self.sure_lasting = 0.8   # lasting probability above which the category need not beat "no preference"
-        self.sure_share = 0.55    # ... but must hold this share of the mass among the categories
+        self.sure_lasting = 0.7   # lasting probability above which the category need not beat "no preference"
+        self.sure_share = 0.5     # ... but must hold this share of the mass among the categories
         self.implied_min = implied_min     # trained head: a category this sure may take its closest vocabulary item
         self.attribute_min = attribute_min  # trained head: nearest vocabulary item accepted this close
         self.head = bundled_head() if head is _UNSET else head
