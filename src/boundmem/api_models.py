@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .models import Candidate, Decision, Turn
+from .models import Candidate, ConsentAction, ConsentRecord, Decision, Turn
 from .schema.model import CategoryPath
 
 class ConversationIn(BaseModel):
@@ -49,6 +49,7 @@ class IngestOut(BaseModel):
     conversation_id: str
     decisions: list[Decision]
     blocked: list[Candidate] = Field(description="Candidates dropped because their category is opted out.")
+    consent: list[ConsentAction] = Field(default_factory=list, description="Consent said in the conversation and applied.")
 
 
 class RecallHitOut(BaseModel):
@@ -64,6 +65,8 @@ class RecallOut(BaseModel):
 class OptOutList(BaseModel):
     user: str
     opt_outs: list[str]
+    consents: list[ConsentRecord] = Field(default_factory=list, description="Each opt-out's consent record: when, "
+                                          "and what the user said if it was given by voice.")
 
 
 class OptOutOut(BaseModel):

@@ -3,16 +3,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from .extract.base import Extractor
 from .maintain.base import Maintainer, enforce_multiplicity
-from .models import Candidate, Conversation, Decision, IngestResult, Preference, RecallHit, UserExport, utcnow
+from .models import (Candidate, ConsentAction, ConsentRecord, Conversation, Decision, IngestResult, Preference, RecallHit,
+                     UserExport, consent_records, utcnow)
 from .retrieve.embed import Embedder
 from .retrieve.retriever import Retriever
 from .retrieve.text import enriched_text
 from .schema.model import CategoryPath, Schema
-from .store.base import OptedOutError, Store
+from .store.base import OptedOutError, Store, blocking_rule
 
 
 @dataclass
@@ -28,11 +29,16 @@ class Memory:
     extractor: Extractor
     maintainer: Maintainer
     embedder: Embedder
+    consent: Any = None   # consent by voice (extract/consent*.py); None: the one that goes with the extractor; False: off
     retriever: Retriever = field(init=False)
     _jobs: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.retriever = Retriever(self.store, self.embedder, self.schema)
+        if self.consent is None:
+            from .extract.consent_llm import default_detector
+
+            self.consent = default_detector(self.extractor, self.embedder)
 
     @classmethod
     def local(cls, db: str | Path = "boundmem.db", schema: Optional[Schema] = None) -> "Memory":
@@ -53,10 +59,22 @@ class Memory:
 
     def add(self, conversation: Conversation, user: str, then: Optional[Callable[[Any, IngestResult], None]] = None
             ) -> IngestResult:
-        """Ingest one conversation in one transaction: all its decisions land, or none do."""
-        schema = self.user_schema(user)
-        candidates = self.extractor.extract(conversation, schema)
-        return self.apply(candidates, user, conversation.id, schema, then=then)
+        """Ingest one conversation in one transaction: all its decisions land, or none do.
+
+        Consent said in the conversation ("stop remembering where I like to eat", "forget my music preferences") is
+        found first and applied in the same transaction (opt-out or deletion, the user's turn kept as the consent
+        record); those turns are left out of extraction, and an opted-out category out of the schema."""
+        opted = self.store.opt_outs(user)
+        schema = self.schema.prune(opted)
+        requests = self.consent.detect(conversation, self.schema) if self.consent else []
+        if requests:
+            schema = self.schema.prune([*opted, *(r.prefix for r in requests if r.kind == "opt_out")])
+            said = {r.turn for r in requests}
+            rest = tuple(t for i, t in enumerate(conversation.turns) if i not in said)
+            conversation = conversation.model_copy(update={"turns": rest})
+        has_user_turns = any(t.role == "user" for t in conversation.turns)
+        candidates = self.extractor.extract(conversation, schema) if has_user_turns and schema.mains else []
+        return self.apply(candidates, user, conversation.id, schema, then=then, consent=requests)
 
     # --- asynchronous ingestion (jobs.py: a durable queue in the store's database) -------------
     @property
@@ -84,8 +102,8 @@ class Memory:
         return self.jobs.wait(job_id, timeout)
 
     def apply(self, candidates: list[Candidate], user: str, conversation_id: Optional[str],
-              schema: Optional[Schema] = None, then: Optional[Callable[[Any, IngestResult], None]] = None
-              ) -> IngestResult:
+              schema: Optional[Schema] = None, then: Optional[Callable[[Any, IngestResult], None]] = None,
+              consent: Sequence[Any] = ()) -> IngestResult:
         """Maintain and store already-extracted candidates (used by `add`, and by callers with their own extractor).
         `then(tx, result)` runs inside the write transaction after the decisions (the job queue marks its job
         done there, so both commit together); it is not called when there is nothing to write."""
@@ -97,9 +115,9 @@ class Memory:
                 allowed.append((c, schema.resolve(c.path)))
             else:
                 result.blocked.append(c)
-        if not allowed:
+        if not allowed and not consent:
             return result
-        vecs = self.embedder.embed([enriched_text(ref.detail, c.attribute, c.sentence) for c, ref in allowed])
+        vecs = self.embedder.embed([enriched_text(ref.detail, c.attribute, c.sentence) for c, ref in allowed]) if allowed else []
         cause_base = f"conversation {conversation_id}" if conversation_id else "direct"
         # Decide before taking the write lock: an LLM maintainer may take seconds, and holding the
         # store's write transaction that long would stall every other writer.
@@ -107,6 +125,7 @@ class Memory:
         vec_of = {c: v for (c, _), v in zip(allowed, vecs)}
         self._embed_rewrites(allowed, decisions, vec_of)
         with self.store.transaction(user) as tx:
+            result.consent = [_apply_consent(tx, r, cause_base) for r in consent]
             if any(_signature(tx.preferences(CategoryPath.model_validate_json(k))) != sig for k, sig in seen.items()):
                 # someone wrote to these categories meanwhile: decide again, now under the lock
                 decisions, _ = self._plan(allowed, tx.preferences, user, conversation_id)
@@ -198,10 +217,32 @@ class Memory:
     def export(self, user: str) -> UserExport:
         return self.store.export(user)
 
+    def consents(self, user: str) -> list[ConsentRecord]:
+        """Each opt-out in force with its consent record (what the user said, when), from the audit log."""
+        return consent_records(self.store.opt_outs(user), self.store.audit(user))
+
     def forget(self, user: str) -> int:
         if self._jobs is not None:   # queued conversations of the user go too (before the store's WAL wipe)
             self._jobs.forget_user(user)
         return self.store.forget(user, cause="user asked to be forgotten")
+
+
+def _apply_consent(tx, r, cause_base: str) -> ConsentAction:
+    """One consent request inside the ingest's transaction. The utterance goes into the audit: the opt-out's own entry
+    (its consent record), or for a deletion a note beside the deletions (whose own entries keep no content)."""
+    cause = f"consent by voice in {cause_base}: {r.utterance!r}"
+    if r.kind == "opt_out":
+        covered = blocking_rule(tx._opt, r.prefix) if hasattr(tx, "_opt") else None
+        if covered is not None:
+            return ConsentAction(kind="opt_out", prefix=r.prefix, utterance=r.utterance, note=f"already opted out of {covered}")
+        purged = tx.opt_out(r.prefix, cause, utterance=r.utterance)
+        return ConsentAction(kind="opt_out", prefix=r.prefix, utterance=r.utterance, removed=len(purged))
+    gone = [p for p in tx.preferences() if p.path.within(r.prefix)]
+    tx.note("delete", cause, None, {"prefix": r.prefix, "utterance": r.utterance, "deleted": len(gone)})
+    for p in gone:
+        tx.delete(p.id, f"deleted by voice ({r.prefix})", why=f"deleted on request by voice ({r.prefix})")
+    return ConsentAction(kind="delete", prefix=r.prefix, utterance=r.utterance, removed=len(gone),
+                         note="" if gone else "nothing was stored there")
 
 
 def _signature(prefs: list[Preference]) -> tuple:

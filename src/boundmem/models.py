@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .schema.model import CategoryPath
 
@@ -104,11 +104,49 @@ class RecallHit(BaseModel):
     score: float
 
 
+class ConsentAction(BaseModel):
+    """A consent request said in a conversation and what was done about it: `opt_out` (purged, never stored again)
+    or `delete` (what was stored there removed; storing later is allowed). `removed` counts erased preferences;
+    `note` says why nothing changed (e.g. already opted out)."""
+
+    kind: Literal["opt_out", "delete"]
+    prefix: str
+    utterance: str
+    removed: int = 0
+    note: str = ""
+
+
 class IngestResult(BaseModel):
     user: str
     conversation_id: str
     decisions: list[Decision] = []
     blocked: list[Candidate] = Field(default_factory=list, description="Candidates dropped because their category is opted out.")
+    consent: list[ConsentAction] = Field(default_factory=list, description="Consent requests said in the conversation "
+                                         "(opt-outs, deletions), applied before extraction; those turns are not extracted.")
+
+
+class ConsentRecord(BaseModel):
+    """An opt-out in force and how it was given: `utterance` is what the user said when it was given by voice
+    (None when it came from a button, the CLI or the API, or after `forget` erased it); `at` is when."""
+
+    prefix: str
+    at: Optional[datetime] = None
+    utterance: Optional[str] = None
+    cause: str = ""
+
+
+def consent_records(opt_outs: list[str], audit: list[AuditEntry]) -> list[ConsentRecord]:
+    """The consent record of each opt-out in force: its latest opt_out entry in the audit log."""
+    last: dict[str, AuditEntry] = {}
+    for a in audit:
+        if a.op == "opt_out":
+            last[(a.after or {}).get("prefix") or a.category or ""] = a
+    out = []
+    for prefix in opt_outs:
+        a = last.get(prefix)
+        out.append(ConsentRecord(prefix=prefix, at=a.at if a else None,
+                                 utterance=(a.after or {}).get("utterance") if a else None, cause=a.cause if a else ""))
+    return out
 
 
 class UserExport(BaseModel):
@@ -117,3 +155,11 @@ class UserExport(BaseModel):
     opt_outs: list[str]
     preferences: list[Preference]
     audit: list[AuditEntry]
+    consents: list[ConsentRecord] = Field(default_factory=list, description="Each opt-out's consent record "
+                                          "(derived from the opt-outs and the audit log when not given).")
+
+    @model_validator(mode="after")
+    def _consents(self):
+        if not self.consents and self.opt_outs:
+            self.consents = consent_records(self.opt_outs, self.audit)
+        return self

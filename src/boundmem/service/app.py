@@ -253,7 +253,8 @@ def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
             r = mem.add(conv, s.ns)
         except ExtractionError as e:
             raise HTTPException(status.HTTP_502_BAD_GATEWAY, f"extraction failed, nothing stored: {e}") from e
-        return IngestOut(user=s.user, conversation_id=r.conversation_id, decisions=r.decisions, blocked=r.blocked)
+        return IngestOut(user=s.user, conversation_id=r.conversation_id, decisions=r.decisions, blocked=r.blocked,
+                         consent=r.consent)
 
     @app.post("/v1/users/{user}/recall", response_model=RecallOut, tags=["memory"])
     def recall(body: RecallRequest, s: Subj, mem: Mem) -> RecallOut:
@@ -298,7 +299,7 @@ def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
         return UserExport(user=s.user, exported_at=e.exported_at, opt_outs=e.opt_outs,
                           preferences=[p.model_copy(update={"user": s.user}) for p in e.preferences],
                           audit=[AuditEntry(**{**a.model_dump(), "user": s.user, "before": scrub(a.before), "after": scrub(a.after)})
-                                 for a in e.audit])
+                                 for a in e.audit], consents=e.consents)
 
     @app.delete("/v1/users/{user}", response_model=ForgetOut, tags=["transparency"])
     def forget(s: Subj, mem: Mem) -> ForgetOut:
@@ -307,7 +308,7 @@ def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
 
     @app.get("/v1/users/{user}/opt-outs", response_model=OptOutList, tags=["consent"])
     def list_opt_outs(s: Subj, mem: Mem) -> OptOutList:
-        return OptOutList(user=s.user, opt_outs=mem.store.opt_outs(s.ns))
+        return OptOutList(user=s.user, opt_outs=mem.store.opt_outs(s.ns), consents=mem.consents(s.ns))
 
     @app.put("/v1/users/{user}/opt-outs/{category:path}", response_model=OptOutOut, tags=["consent"], responses=NOT_FOUND)
     def opt_out(category: str, s: Subj, mem: Mem) -> OptOutOut:

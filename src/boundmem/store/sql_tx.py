@@ -304,14 +304,17 @@ class SqlTx:
         self._audit(op, preference_id, None, detail, cause, category,
                     "seen again in a conversation" if op == "pass" else op)
 
-    def opt_out(self, prefix: str, cause: str) -> list[Preference]:
+    def opt_out(self, prefix: str, cause: str, utterance: Optional[str] = None) -> list[Preference]:
         """Record the opt-out and purge what it covers; later writes in this transaction are refused too.
 
-        The opt-out is kept under the user's pseudonym, so it outlives `forget`."""
+        The opt-out is kept under the user's pseudonym, so it outlives `forget`. `utterance` (consent by voice: what
+        the user said) is kept in the opt-out's audit entry as its consent record."""
         self._q("INSERT INTO opt_outs(subject, prefix, at) VALUES (?,?,?) ON CONFLICT DO NOTHING",
                 (self.subject, prefix, self.d.now()))
         self._opt.append(prefix)
-        self._audit("opt_out", None, None, {"prefix": prefix}, cause, prefix, "the user opted out")
+        after = {"prefix": prefix} if utterance is None else {"prefix": prefix, "utterance": utterance}
+        self._audit("opt_out", None, None, after, cause, prefix,
+                    "the user opted out" if utterance is None else "the user opted out by voice")
         purged = [p for p in self.preferences() if p.path.within(prefix)]
         for p in purged:
             self.delete(p.id, f"opt-out of {prefix}", why=f"purged by the opt-out of {prefix}")

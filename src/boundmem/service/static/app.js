@@ -5,7 +5,7 @@
 // with textContent: a remembered sentence is user input and must never become markup.
 "use strict";
 
-const state = { key: "", user: "", schema: null, optOuts: [], names: {} };
+const state = { key: "", user: "", schema: null, optOuts: [], consents: [], names: {} };
 const $ = (id) => document.getElementById(id);
 
 function setStatus(text, isError) {
@@ -94,11 +94,28 @@ function renderCategories() {
   }
 }
 
+// each opt-out with its consent record: what the user said (consent by voice) or how it was given, and when
+function renderConsents() {
+  const list = $("consents");
+  list.replaceChildren();
+  for (const c of state.consents) {
+    const said = c.utterance ? el("q", { class: "utterance" }, c.utterance)
+      : el("span", { class: "muted" }, c.cause === "erased" ? "(record erased with your memory)" : "switched off here or by request");
+    list.append(el("li", { "data-prefix": c.prefix },
+      el("span", { class: "category" }, state.names[c.prefix] || c.prefix), ": ",
+      c.utterance ? "you said " : "", said,
+      el("span", { class: "when muted" }, c.at ? " \u2014 " + fmtTime(c.at) : "")));
+  }
+  $("consent-section").hidden = state.consents.length === 0;
+}
+
 async function refresh() {
   const [prefs, outs] = await Promise.all([api("GET", userPath() + "/preferences"), api("GET", userPath() + "/opt-outs")]);
   state.optOuts = outs.opt_outs;
+  state.consents = outs.consents || [];
   renderPreferences(prefs.preferences);
   renderCategories();
+  renderConsents();
 }
 
 async function load() {
@@ -118,7 +135,10 @@ async function load() {
     state.names = {};
     for (const m of state.schema.mains) {
       state.names[m.key] = m.name;
-      for (const s of m.subs) state.names[m.key + "/" + s.key] = s.name;
+      for (const s of m.subs) {
+        state.names[m.key + "/" + s.key] = s.name;
+        for (const d of s.details) state.names[m.key + "/" + s.key + "/" + d.key] = d.name;
+      }
     }
     await refresh();
     $("memory").hidden = false;
