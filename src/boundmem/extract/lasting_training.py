@@ -142,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--slurp", type=Path, help="SLURP devel.jsonl (only slurp_id % 3 != 0 is read)")
     ap.add_argument("--challenge", type=Path, help="folder with incar*.jsonl (only split 'train' is read)")
     ap.add_argument("--out", required=True, type=Path)
-    ap.add_argument("--l2", type=float, default=3e-2)
+    ap.add_argument("--l2", type=float, default=0.1)
     ap.add_argument("--threshold", type=float, default=0.5)
     a = ap.parse_args(argv)
     items = training_items(a.carmem, a.slurp, a.challenge)
