@@ -107,3 +107,28 @@ def test_non_consent_sentences_trigger_nothing(mem):
         assert r.consent == [], text
     assert mem.store.opt_outs("u5") == []
     assert set(before) <= set(held(mem, "u5"))
+
+
+def test_what_a_voice_request_erases_is_not_kept_in_its_consent_record_nor_on_disk(tmp_path):
+    """"Forget that I like jazz": the record keeps the request, not the erased value, and no byte of the .db, -wal or
+    -shm file holds it afterwards (the erasure guarantee of the other erasure routes)."""
+    from boundmem import Memory
+
+    db = tmp_path / "voice-erase.db"
+    m = Memory.local(db)
+    try:
+        say(m, "v1", "I love jazz music.", "I always go for Italian food.")
+        assert ("entertainment_and_media/music", "Jazz") in held(m, "v1")
+        r = say(m, "v1", "Forget that I like jazz.")
+        assert [(c.kind, c.removed) for c in r.consent] == [("delete", 1)]
+        say(m, "v1", "Stop remembering that I like Italian food.")
+        e = m.export("v1")
+        notes = [a.after["utterance"] for a in e.audit if a.op in ("delete", "opt_out") and a.after]
+        assert notes == ["Forget that I like [erased].", "Stop remembering that I like [erased] food."]
+        assert e.consents[0].utterance == "Stop remembering that I like [erased] food."
+        for f in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+            if f.exists():
+                data = f.read_bytes().lower()
+                assert b"jazz" not in data and b"italian" not in data, f
+    finally:
+        m.store.close()

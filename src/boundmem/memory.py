@@ -229,20 +229,33 @@ class Memory:
 
 def _apply_consent(tx, r, cause_base: str) -> ConsentAction:
     """One consent request inside the ingest's transaction. The utterance goes into the audit: the opt-out's own entry
-    (its consent record), or for a deletion a note beside the deletions (whose own entries keep no content)."""
-    cause = f"consent by voice in {cause_base}: {r.utterance!r}"
+    (its consent record), or for a deletion a note beside the deletions (whose own entries keep no content). What it
+    erases is cut out of the kept utterance ("forget that I like [erased]"), so the record never keeps erased content."""
+    gone = [p for p in tx.preferences() if p.path.within(r.prefix)]
+    said = _redact(r.utterance, gone)
+    cause = f"consent by voice in {cause_base}: {said!r}"
     if r.kind == "opt_out":
         covered = blocking_rule(tx._opt, r.prefix) if hasattr(tx, "_opt") else None
         if covered is not None:
             return ConsentAction(kind="opt_out", prefix=r.prefix, utterance=r.utterance, note=f"already opted out of {covered}")
-        purged = tx.opt_out(r.prefix, cause, utterance=r.utterance)
+        purged = tx.opt_out(r.prefix, cause, utterance=said)
         return ConsentAction(kind="opt_out", prefix=r.prefix, utterance=r.utterance, removed=len(purged))
-    gone = [p for p in tx.preferences() if p.path.within(r.prefix)]
-    tx.note("delete", cause, None, {"prefix": r.prefix, "utterance": r.utterance, "deleted": len(gone)})
+    tx.note("delete", cause, None, {"prefix": r.prefix, "utterance": said, "deleted": len(gone)})
     for p in gone:
         tx.delete(p.id, f"deleted by voice ({r.prefix})", why=f"deleted on request by voice ({r.prefix})")
     return ConsentAction(kind="delete", prefix=r.prefix, utterance=r.utterance, removed=len(gone),
                          note="" if gone else "nothing was stored there")
+
+
+def _redact(utterance: str, erased: list[Preference]) -> str:
+    """The utterance with the values of the preferences it erases replaced by "[erased]"."""
+    import re
+
+    for p in erased:
+        value = re.sub(r"^not\s+", "", p.attribute.strip(), flags=re.I)
+        if len(value) >= 2:
+            utterance = re.sub(r"(?<!\w)" + re.escape(value) + r"(?!\w)", "[erased]", utterance, flags=re.I)
+    return utterance
 
 
 def _signature(prefs: list[Preference]) -> tuple:

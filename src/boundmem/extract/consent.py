@@ -211,15 +211,21 @@ class LocalConsentDetector:
                     best = (key, n)
         if best is not None:
             return best[1].prefix, "name"
-        # 2. shared words with a name (part of it), a main/sub description or a detail's vocabulary: the most shared
-        #    words, then the most words of a name, then the broader level (the user said a general word), then the
-        #    closer meaning
+        # 2. shared words with names, main/sub descriptions and detail vocabularies: the node whose branch (itself and
+        #    what lies below it) shares the most words ("Italian food": Restaurant, by its description and its
+        #    cuisine vocabulary), then the most of them in its own name, then in its own words, then the broader
+        #    level (the user said a general word), then the closer meaning
         best = None
         for i, n in enumerate(nodes):
-            hits = len(words & (n.name_words | n.desc_words))
-            if not hits:
+            own = n.name_words | n.desc_words
+            branch = set(own)
+            for m in nodes:
+                if m.prefix.startswith(n.prefix + "/"):
+                    branch |= m.name_words | m.desc_words
+            if not words & branch:
                 continue
-            key = (hits, len(words & n.name_words), -n.level, float(sims[i]) if sims is not None else 0.0)
+            key = (len(words & branch), len(words & n.name_words), len(words & own), -n.level,
+                   float(sims[i]) if sims is not None else 0.0)
             if best is None or key > best[0]:
                 best = (key, n)
         if best is not None:
