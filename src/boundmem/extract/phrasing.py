@@ -75,6 +75,8 @@ _SPAN_STOP = frozenset((
     "please like love prefer hate enjoy want need get go going make put give take let keep find bring "
     "what who where when why how which whenever wherever while because since though although thing things stuff "
     "one ones lot bit kind sort way time times day days honestly actually basically literally definitely "
+    "eat eating drink drinking do doing have having use using take taking try stay book fly ride sit sleep watch "
+    "listen play see visit travel pay spend buy wear mind care matter matters person people guy fan "
     "i'm i've i'd i'll it's that's don't can't won't isn't aren't doesn't didn't").split())
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z'-]*")
 

@@ -26,9 +26,12 @@ def is_name(attribute: str) -> bool:
 
 
 def _pattern(term: str) -> re.Pattern:
-    """The term as a whole word or phrase, also in the plural ("hostels", "beaches" for "hostel", "beach")."""
-    plural = r"(?:s|es)?" if term[-1:].isalpha() else ""
-    return re.compile(r"(?<![0-9a-z])" + re.escape(term) + plural + r"(?![0-9a-z])")
+    """The term as a whole word or phrase, in the plural or the singular too ("hostels" for "Hostel",
+    "beach" for "Beaches")."""
+    if not term[-1:].isalpha():
+        return re.compile(r"(?<![0-9a-z])" + re.escape(term) + r"(?![0-9a-z])")
+    stem = term[:-2] if term.endswith(("ches", "shes", "sses", "xes")) else term[:-1] if term.endswith("s") and len(term) > 3 else term
+    return re.compile(r"(?<![0-9a-z])" + re.escape(stem) + r"(?:s|es)?(?![0-9a-z])")
 
 
 class VocabularyIndex:
