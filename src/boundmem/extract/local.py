@@ -1,47 +1,46 @@
 """The default extractor: offline, CPU, bundled MiniLM, no LLM.
 
-User turns are embedded once (one batch per call, or per batch of conversations in
-`extract_many`); assistant text is never a source. Each embedded turn gets a best detail
-category and a score, from one of two scorers:
+Two questions are answered apart, because the answer to one says little about the other:
+*is this a lasting preference of the speaker?* and *which category and value is it?* "Set the
+lights to blue" and "I always want blue lights" are about the same category; only the second is
+lasting. "My wife loves sushi" names a cuisine, but not the speaker's.
 
-* the trained head (`head.py`) when the schema is the bundled in-car schema or a pruned
-  version of it: a softmax over all its categories plus "no lasting preference", with a
-  boost for vocabulary hits. Because it still scores opted-out categories, a turn about an
-  opted-out topic is dropped rather than reinterpreted;
-* zero-shot otherwise: cosine to category prototypes (name, description, examples) plus
-  vocabulary hits, gated by an explicit preference cue, since there is no "none" class.
+Units. Every English user turn is read whole and, when it has several, clause by clause
+(`speech.py`: wake words and fillers stripped, cut at sentence ends and where a new first-person
+statement or a general rule starts: "that one then; as a rule I avoid highways"); a clause is also
+cut into phrases at commas and joining words, so a second category named in the same breath
+("21 degrees with the fan on low") is scored on its own. A turn that is mostly not English is not
+read: storing a guess from a sentence MiniLM cannot read is worse than storing nothing.
 
-The MiniLM forward pass is nearly all of the cost, and most turns ("Thanks!", "Navigate to the
-airport.") can never be picked, so turns that cannot yield a preference are not embedded:
+Lasting. The lasting model (`lasting.py`: cue features for durability and ownership plus the
+clause's embedding; vetoes for another person's taste, explicitly temporary wishes, bare commands
+and information questions) gives each unit a probability; below its threshold a unit yields
+nothing, whatever its category score. A phrase shares its clause's verdict.
 
-* zero-shot: a turn without a preference cue can never be picked (infinite floor), so it is
-  skipped outright; this changes no result;
-* head: a learned turn gate (`turn_gate.py`), a logistic regression over hashed n-grams, the cue
-  and vocabulary hits, distilled from the head and set to keep 99.5% of the turns the full
-  extractor picks (training users, out of fold). A rejected turn gets no embedding and no score,
-  exactly as if the head had scored it below its floor. On the CarMem test split it embeds
-  about 63% of user turns and returns the same candidates for all 500 conversations.
-  `gate=None` embeds every turn.
+Category. The trained head (`head.py`) scores the bundled in-car schema and pruned versions of it
+(a softmax over all its categories plus "no lasting preference", with a boost for vocabulary hits;
+it still scores opted-out categories, so a turn about an opted-out topic is dropped rather than
+squeezed into a neighbour). A clearly lasting clause need not beat "no preference", only hold most
+of the mass among the categories. Other schemas are scored zero-shot: cosine to category
+prototypes (name, description, examples) and to the category's vocabulary values.
 
-A turn without a preference cue ("Set the lighting to blue") is treated as a possible one-off
-command: only proper-name vocabulary (brands, stations) boosts it, and it must clear `bare`.
-Per conversation the best qualifying turn must clear `first`; any other must clear the much
-higher `further`, so a conversation yields at most `max_candidates` preferences. A turn whose
-best category is not in the user's schema uses up its rank and yields nothing.
+Choice. Per conversation the best unit needs `first`, units of other turns the much higher
+`further`, clauses of the same turn only their floor ("I'm vegan and I always pay by card"). Per
+category one unit speaks: of its clauses, the most clearly lasting ("lights on full right now,
+but usually I keep them dim"), else the whole turn; in a multi-preference category every lasting
+clause ("never pop, but I love country"). A phrase only adds a category its clause did not give.
 
-Turns are read as clauses (`speech.py`: wake words and fillers stripped, cut where a new
-first-person statement or a general rule starts), so "that one then; as a rule I avoid highways"
-and "I'm vegan and I always pay by card" are judged part by part; a turn that is mostly not English
-is not read. Whether a clause is a lasting preference *of the speaker* is decided apart from its
-category, by the lasting model (`lasting.py`: durability and ownership cues plus the embedding);
-a clause below its threshold yields nothing, whatever its category score.
+Value. Only from the user's words: the category's vocabulary items named (also spoken numbers and
+plurals; "local farms over supermarkets" keeps the first; a value named only in a part said for
+now does not count), else the nearest vocabulary item if close, else the words after the
+preference cue, else the phrase of the user's words closest to the category; with none of these
+the candidate is dropped rather than given an invented value. A dislike is stored as
+"not <value>" (or the category's "No"/"Indifferent" item), never as the value. `cue` names the
+words that made it lasting (or the model's probability), and goes into the audit cause.
 
-The attribute is taken only from the user's words: the category's vocabulary items named in the
-clause (several in a multi-preference category: "jazz and classical"), else the nearest item by
-embedding if very close, else the words after the preference cue; with none of these the
-candidate is dropped rather than given an invented value. A clause that states a dislike is
-stored as "not <value>" (never as the value itself). `sentence` is the user turn; `cue` names
-the words that made it lasting.
+Cost. The MiniLM forward pass is nearly all of it, so on the head path a learned turn gate
+(`turn_gate.py`, hashed n-grams) skips units that could not yield a preference; units that state
+a preference outright are always read. `gate=None` embeds every unit.
 """
 from __future__ import annotations
 
