@@ -21,7 +21,8 @@ def _endpoint():
         if not st:
             return None, None, "no local server started (boundmem llm local serve) and no BOUNDMEM_REAL_LLM_URL"
         url, model = st["base_url"], st["model"]
-    served = local.probe(url)
+    # connection refused comes at once; a busy llama-cpp-python server answers /models only after the current request
+    served = local.probe(url, timeout=300)
     if served is None:
         return None, None, f"no server answers at {url}"
     return url, model, None

@@ -89,7 +89,8 @@ def status(home: Optional[Path] = HOME, as_json: bool = typer.Option(False, "--j
         if s["running"]:
             st = s["state"]
             typer.echo(f"running: pid {st['pid']}, {st['model']} at {st['base_url']}, "
-                       + ("answers" if s["answers"] else "NOT answering (still loading? see " + st["log"] + ")"))
+                       + ("answers" if s["answers"] else "NOT answering within 30 s (loading, or busy with a long request? see "
+                          + st["log"] + ")"))
             if s["answers"]:
                 _print_env(st["model"], st["base_url"])
         else:

@@ -360,7 +360,8 @@ def status(root: Optional[Path] = None) -> dict:
     root = root or home()
     st = read_state(root) or {}
     running = bool(st) and _alive(int(st.get("pid", 0)))
-    answers = probe(st["base_url"]) if running else None
+    # llama-cpp-python answers /models only between completions: a busy server takes as long as the current request
+    answers = probe(st["base_url"], timeout=30) if running else None
     return {
         "home": str(root),
         "server_installed": server_installed(root),
