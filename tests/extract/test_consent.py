@@ -31,6 +31,9 @@ NOT_CONSENT = [
     "delete the route", "stop recording", "stop remembering it", "forget it", "what do you store about my music?",
     "Did you forget my music preferences?", "Stop navigation.", "remove the list of things to do",
     "I never remember where I parked", "stop at the next restaurant", "don't play my music",
+    # things a car saves, records or keeps: commands, not consent
+    "don't save the route", "stop recording the trip", "stop keeping the seat warm", "keep the temperature at 21",
+    "don't save this destination", "clear my climate settings",
 ]
 
 

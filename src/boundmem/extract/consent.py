@@ -39,7 +39,7 @@ _POLITE = (r"(?:(?:please|kindly)\s+)?(?:(?:can|could|would|will)\s+you\s+(?:ple
            r"i\s*(?:want|need|would like|'d like|d like)\s+you\s+to\s+)?(?:please\s+)?")
 _MEM_VERB = (r"(?:remember(?:ing)?|keep(?:ing)?\s+track\s+of|track(?:ing)?|stor(?:e|ing)|sav(?:e|ing)|record(?:ing)?|"
              r"log(?:ging)?|learn(?:ing)?|collect(?:ing)?|keep(?:ing)?\s+(?:a\s+)?(?:note|notes|record|records)\s+(?:of|on|about)|"
-             r"keep(?:ing)?|note\s+down|not(?:e|ing))")
+             r"note\s+down|not(?:e|ing)\s+down)")
 _OPT_OUT = re.compile(
     _FILL + r"(?:" + _POLITE + r"(?:stop|quit|cease)\s+" + _MEM_VERB
     + r"|" + _POLITE + r"(?:don't|do not|dont|never|no longer)\s+" + _MEM_VERB
@@ -50,14 +50,15 @@ _DELETE = re.compile(_FILL + _POLITE + r"(?:forget|delete|erase|remove|clear|wip
                      re.I)
 
 # the object of a deletion must be memory, not a thing ("forget the parking, let's go", "delete the route")
-_MEMORY_NOUN = r"(?:preferences?|prefs|tastes?|habits?|likes|dislikes|choices|settings|data|info|information|details|" \
-               r"history|profile|memor(?:y|ies)|stuff|things)"
+_MEMORY_NOUN = r"(?:preferences?|prefs|tastes?|habits?|likes|dislikes|data|info|information|details|history|profile|" \
+               r"memor(?:y|ies))"
 _DELETE_OBJ = re.compile(
     r"^(?:(?:all|any)\s+(?:of\s+)?)?(?:(?:what|everything|anything|all)\s+(?:that\s+)?you(?:'ve|\s+have)?\s+"
     r"(?:know|knew|remember|stored|saved|learned|learnt|recorded|got|kept|noted|have)\b.*|"
     r"(?:everything|anything|all)\s+(?:you\s+\w+\s+)?(?:about|on|regarding)\s+.+|"
     r"(?:my|the|our|all\s+my|all\s+the|all)\s+(?:.+\s+)?" + _MEMORY_NOUN + r"\b.*|"
     r"(?:where|what|which|how|when)\s+i\s+.+|that\s+i\s+.+)$", re.I)
+_MINE = re.compile(r"^(?:anything\s+(?:about|of)\s+)?my\s+\w", re.I)
 _QUESTION_START = re.compile(r"^(?:do|does|did|are|is|was|were|have|has|what|which|who|when|where|why|how|"
                              r"shall|should|may|might)\b", re.I)
 _POLITE_Q = re.compile(r"^(?:(?:please\s+)?(?:can|could|would|will)\s+you\b)", re.I)
@@ -141,7 +142,13 @@ def consent_clause(clause: str) -> Optional[tuple[Kind, str]]:
     m = _OPT_OUT.match(c)
     if m:
         obj = _trim(m.group("obj"))
-        return ("opt_out", obj) if obj and not _EMPTY_OBJ.match(obj) else None
+        if not obj or _EMPTY_OBJ.match(obj):
+            return None
+        # "remember" is only ever about memory; "save", "record", "track" are also things a car does ("don't save the
+        # route", "stop recording the trip"), so with them the object must be the user's ("my ...") or memory
+        if re.search(r"\b(?:remember|know)", c[:m.start("obj")], re.I) or _DELETE_OBJ.match(obj) or _MINE.match(obj):
+            return "opt_out", obj
+        return None
     m = _DELETE.match(c)
     if m:
         obj = _trim(m.group("obj"))
