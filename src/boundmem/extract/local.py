@@ -375,6 +375,11 @@ class LocalExtractor:
         return idx
 
 
+# a rambling turn is not cut into dozens of phrases: the cost of a turn stays bounded whatever its length
+MAX_PHRASED_CHARS = 300
+MAX_PHRASES = 6
+
+
 def _units(conversations: Sequence[Conversation]) -> list[_Unit]:
     """Every English user turn as a whole, plus its clauses when it has more than one."""
     out: list[_Unit] = []
@@ -394,8 +399,8 @@ def _units(conversations: Sequence[Conversation]) -> list[_Unit]:
                     out.append(_Unit(ci, p, turn, False))
                     heads.append(len(out) - 1)
             for h in heads:   # "keep it at 21 degrees with the fan on low": each phrase may name another category
-                pieces = phrases(out[h].text)
-                if len(pieces) > 1:
+                pieces = phrases(out[h].text) if len(out[h].text) <= MAX_PHRASED_CHARS else []
+                if 1 < len(pieces) <= MAX_PHRASES:
                     out.extend(_Unit(ci, q, turn, False, parent=h) for q in pieces)
     return out
 
