@@ -100,7 +100,7 @@ _QUESTION_START = frozenset(
     "what what's whats who who's where where's when why how how's which is are do does did can could will would "
     "should shall may might isn't aren't don't doesn't didn't won't whose whom".split())
 # questions that ask for information; "can you / could you ..." are requests and are judged as such
-_INFO_QUESTION = frozenset("what what's whats who who's where where's when why how how's which is are does did isn't "
+_INFO_QUESTION = frozenset("what what's whats who who's where where's when why how how's which is are do does did isn't "
                            "aren't whose was were".split())
 _ACCEPT = re.compile(
     r"^(?:yes|yeah|yep|yup|sure|ok|okay|fine|alright|all right|sounds good|sounds great|perfect|great|good|that one|"
@@ -109,10 +109,13 @@ _THIRD_PARTY = re.compile(
     r"\b(?:my|our|his|her|their|the)\s+(?:\w+\s+)?(?:wife|husband|partner|son|daughter|kids?|children|child|friends?|boss|"
     r"colleagues?|co-?workers?|mom|mum|mother|dad|father|parents?|brother|sister|girlfriend|boyfriend|fianc[eé]e?|"
     r"family|grandma|grandpa|grandmother|grandfather|aunt|uncle|cousin|neighbou?r|roommate|flatmate|team|guests?|"
-    r"passengers?|client|clients|baby|toddler|teenager|niece|nephew|in-laws?|mate|buddy|dog|cat)\b"
+    r"passengers?|client|clients|baby|toddler|teenager|niece|nephew|in-laws?|mate|buddy|dog|cat|twins|sons|daughters|"
+    r"step(?:son|daughter|mother|father|mom|mum|dad|kids|children)s?|grand(?:kids|children|son|daughter|parents)s?|"
+    r"kiddos|wife's|husband's|partner's|better half|other half|missus|hubby)\b"
     r"|\b(?:he|she|they|he's|she's|they're|everyone|everybody|somebody|someone|people|dad|mom|mum|grandma|grandpa)"
     r"\s+(?:\w+\s+)?(?:likes?|loves?|prefers?|hates?|enjoys?|adores?|dislikes?|wants?|always|never|can't|doesn't|don't|"
-    r"is into|are into|into|crazy about|mad about|fond of|keen on|obsessed with|fills?|needs?|insists?)\b"
+    r"is into|are into|into|crazy about|mad about|fond of|keen on|obsessed with|fills?|needs?|insists?|gets?|feels?|"
+    r"only listens?|listens?)\b"
     r"|\b(?!i\b)[a-z]+\s+(?:really\s+|absolutely\s+)?(?:likes|loves|prefers|hates|enjoys|adores|dislikes|can't stand|"
     r"doesn't like|does not like)\b",
     re.I)

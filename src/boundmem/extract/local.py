@@ -320,6 +320,8 @@ class LocalExtractor:
             parts = [p for p in clauses(unit.turn) if not vetoed(p)]
             if len(parts) < len(clauses(unit.turn)):
                 values = [v for v in values if any(literal_attributes(p, [v]) for p in parts)]
+                if not values:
+                    return []   # the category was named only in the part said for now ("Green this time, but ...")
         if not ref.detail.multiple:
             values = values[:1]
         if unit.parent is not None and not values:
