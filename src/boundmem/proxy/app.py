@@ -139,7 +139,9 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
 
     def client() -> httpx.AsyncClient:
         if "client" not in state:
-            headers = {"Authorization": f"Bearer {upstream_key}"} if upstream_key else {}
+            headers = {"Accept-Encoding": "identity"}   # chunks pass through as they come, uncompressed
+            if upstream_key:
+                headers["Authorization"] = f"Bearer {upstream_key}"
             state["client"] = httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0), headers=headers,
                                                 transport=transport)
         return state["client"]
@@ -253,7 +255,7 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
         async def relay() -> AsyncIterator[bytes]:
             seen = _StreamText()
             try:
-                async for chunk in r.aiter_raw():
+                async for chunk in r.aiter_bytes():   # decoded: the client gets no Content-Encoding from us
                     seen.feed(chunk)
                     yield chunk
             finally:
