@@ -31,7 +31,9 @@ def _pattern(term: str) -> re.Pattern:
     if not term[-1:].isalpha():
         return re.compile(r"(?<![0-9a-z])" + re.escape(term) + r"(?![0-9a-z])")
     stem = term[:-2] if term.endswith(("ches", "shes", "sses", "xes")) else term[:-1] if term.endswith("s") and len(term) > 3 else term
-    return re.compile(r"(?<![0-9a-z])" + re.escape(stem) + r"(?:s|es)?(?![0-9a-z])")
+    # one word of four letters or more is also said as a comparative ("cheaper" for "cheap")
+    ending = r"(?:s|es|er)?" if " " not in stem and len(stem) >= 4 else r"(?:s|es)?"
+    return re.compile(r"(?<![0-9a-z])" + re.escape(stem) + ending + r"(?![0-9a-z])")
 
 
 class VocabularyIndex:
@@ -85,6 +87,26 @@ class VocabularyIndex:
         return [min(1.0, a + common_weight * b) for a, b in zip(names, common)]
 
 
+def spellings(term: str) -> list[str]:
+    """A vocabulary term and the ways a user says it: "local markets/farms" is also "local markets",
+    "local farms" and "farms"."""
+    if "/" not in term:
+        return [term]
+    parts = [p.strip() for p in term.split("/") if p.strip()]
+    head = parts[0].split()[:-1]
+    out = [term, *parts]
+    out += [" ".join(head + [p]) for p in parts[1:] if head and len(p.split()) == 1]
+    return list(dict.fromkeys(out))
+
+
+def _names(sentence_low: str, term: str) -> re.Match | None:
+    for t in spellings(term):
+        m = _pattern(t).search(sentence_low)
+        if m:
+            return m
+    return None
+
+
 def literal_attribute(sentence: str, attributes: Sequence[str]) -> str | None:
     """The longest attribute of one category whose term appears in the sentence, if any."""
     low = sentence.lower()
@@ -93,7 +115,7 @@ def literal_attribute(sentence: str, attributes: Sequence[str]) -> str | None:
         t = term_of(a)
         if len(t) < 2 or t in ("yes", "no"):
             continue
-        if _pattern(t).search(low) and (best is None or len(t) > len(term_of(best))):
+        if _names(low, t) and (best is None or len(t) > len(term_of(best))):
             best = a
     if best is None:
         nums = set(re.findall(r"\d+(?:\.\d+)?", low)) | spoken_numbers(low)
@@ -113,7 +135,7 @@ def literal_attributes(sentence: str, attributes: Sequence[str]) -> list[str]:
         t = term_of(a)
         if len(t) < 2 or t in ("yes", "no"):
             continue
-        m = _pattern(t).search(low)
+        m = _names(low, t)
         if m:
             found.append((m.start(), m.end(), a))
     found.sort(key=lambda f: (f[0], -(f[1] - f[0])))
