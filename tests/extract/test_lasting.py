@@ -150,3 +150,17 @@ def test_training_reads_no_test_user_and_no_held_out_slurp(shared_data):
                   for r in [json.loads(line)] if r["split"] == "train"
                   for t in r["turns"] if t["role"] == "user" for c in lt.clauses(t["text"])}
     assert not (texts & held_user) - train_user - {t for t, _, s in items if s != "challenge"}
+
+
+@pytest.mark.slow
+def test_odd_speech_through_memory_stores_nothing_and_raises_nothing(tmp_path, minilm):
+    from boundmem import Memory
+
+    mem = Memory.local(tmp_path / "m.db")
+    odd = ["   ", "hey car", "uh um", "🙂🙂🙂", "Je préfère toujours la musique classique et je déteste les autoroutes.",
+           "Ich fahre nie über die Autobahn.", "play play play play play", "?!", "a" * 5000,
+           " ".join(["so then we drove past the old mill and the weather turned, and"] * 400)]
+    for i, text in enumerate(odd):
+        result = mem.add(Conversation(id=f"c{i}", turns=[Turn(role="user", text=text)]), user="ann")
+        assert result.decisions == [] and result.blocked == []
+    assert mem.preferences("ann") == []
