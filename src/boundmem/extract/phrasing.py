@@ -1,7 +1,8 @@
 """Reading a user's sentence: does it state a lasting preference, and which words name it.
 
 Used by the zero-shot path (which has no trained "no preference" class and so needs an
-explicit cue) and to cut a short attribute phrase when no vocabulary item matches.
+explicit cue) and to take a value from the user's own words when no vocabulary item is named:
+the words right after a preference cue, or the short runs of content words to choose from.
 """
 from __future__ import annotations
 
@@ -28,18 +29,6 @@ _STOP = re.compile(r"[,.;:!?]|\s(?:and|but|so|because|since|when|while|if|please
 def states_preference(sentence: str) -> bool:
     """True if the sentence carries a lasting-preference cue (not a bare command or a one-off wish)."""
     return bool(_CUE.search(_WISH.sub(" ", sentence)))
-
-
-def short_phrase(sentence: str, max_words: int = 6) -> str:
-    """The few words after the preference cue ("I always prefer covered parking, ..." -> "covered parking")."""
-    s = sentence.strip()
-    m = _LEAD.search(s)
-    rest = s[m.end():] if m else s
-    rest = _STOP.split(" " + rest + " ", maxsplit=1)[0].strip()
-    rest = re.sub(r"^(?:to|the|a|an|my|it|that|this|when|if)\s+", "", rest, flags=re.I)
-    words = rest.split()[:max_words]
-    phrase = " ".join(words).strip(" '\"")
-    return phrase or " ".join(s.split()[:max_words])
 
 
 _QUESTIONY = re.compile(r"^(?:what|who|where|when|why|how|which|is|are|do|does|can|could|will|would)\b", re.I)
