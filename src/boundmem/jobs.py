@@ -193,6 +193,18 @@ class _Postgres:
         pass
 
 
+def _lower_priority() -> None:
+    """Run this (worker) thread at a lower CPU priority (Linux: a thread's own nice value, `BOUNDMEM_JOBS_NICE`,
+    default 10), so background ingestion yields the cores to recalls and requests on the same machine. Embedding runs
+    in the calling thread (one ONNX Runtime thread per run), so the model's work is lowered too."""
+    try:
+        nice = int(os.environ.get("BOUNDMEM_JOBS_NICE", "10"))
+        if nice > 0 and hasattr(os, "setpriority") and hasattr(threading, "get_native_id"):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    except (OSError, ValueError):
+        log.debug("could not lower the job worker's priority", exc_info=True)
+
+
 class JobQueue:
     """The jobs table of one store, and the worker that drains it into a `Memory`."""
 
@@ -339,6 +351,7 @@ class JobQueue:
             self._worker.start()
 
     def _loop(self, memory_source: Any, poll_seconds: float) -> None:
+        _lower_priority()
         memory = None
         while not self._stop.is_set():
             try:
