@@ -315,10 +315,11 @@ class LocalExtractor:
         ref = index.refs[s.category]
         attrs = ref.detail.attributes
         values = _preferred(unit.text, literal_attributes(unit.text, attrs)) if attrs else []
-        if unit.whole and len(values) > 0:
+        said = clauses(unit.turn) if unit.whole and values and self.lasting is not None else []
+        if len(said) > 1:
             # a value named only in a part said for now ("on my face for now ... normally on my feet") is not the preference
-            parts = [p for p in clauses(unit.turn) if not vetoed(p)]
-            if len(parts) < len(clauses(unit.turn)):
+            parts = [p for p in said if not vetoed(p)]
+            if len(parts) < len(said):
                 values = [v for v in values if any(literal_attributes(p, [v]) for p in parts)]
                 if not values:
                     return []   # the category was named only in the part said for now ("Green this time, but ...")
