@@ -55,3 +55,18 @@ def test_say_end_and_forget(tmp_path):
     assert len(ts) == 1 and "2023-05-02" in ts[0]["text"] and ts[0]["source_turn_ids"] == ["2023-05-02#0"]
     assert run(app, ["forget", "-u", "ann", "--db", db, "--yes"]).exit_code == 0
     assert json.loads(run(app, ["thoughts", "-u", "ann", "--db", db, "--json"]).output) == []
+
+
+def test_forgetting_a_user_who_is_not_there_is_an_error(tmp_path):
+    db = str(tmp_path / "caim.db")
+    assert run(app, ["say", "I bought a red dress today.", "-u", "ann", "--db", db, "--date", "2023-05-02"]).exit_code == 0
+    r = run(app, ["forget", "-u", "bob", "--db", db, "--yes"])
+    assert r.exit_code != 0 and "bob" in r.output and "forgot" not in r.output
+
+
+def test_the_one_user_id_rule(tmp_path):
+    db = str(tmp_path / "caim.db")
+    for bad in ("alice\n", "al ice", "", ":alice"):
+        r = run(app, ["say", "I like tea.", "-u", bad, "--db", db, "--date", "2023-05-02"])
+        assert r.exit_code == 2, (bad, r.output)
+    assert run(app, ["say", "I like tea.", "-u", "acme:alice", "--db", db, "--date", "2023-05-02"]).exit_code == 0

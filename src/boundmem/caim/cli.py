@@ -26,7 +26,19 @@ err = Console(stderr=True)
 
 DB = typer.Option(os.environ.get("BOUNDMEM_CAIM_DB", "boundmem-caim.db"), "--db",
                   help="SQLite file for CAIM memory (env BOUNDMEM_CAIM_DB).")
-USER = typer.Option(..., "--user", "-u", help="User id.")
+def _user_id(value: Optional[str]) -> Optional[str]:
+    """The one user-id rule (boundmem.user_id), as on the main CLI, the API and MCP."""
+    from ..user_id import InvalidUserId, check_store_user_id
+
+    if value is None:
+        return value
+    try:
+        return check_store_user_id(value)
+    except InvalidUserId as e:
+        raise typer.BadParameter(str(e)) from e
+
+
+USER = typer.Option(..., "--user", "-u", help="User id (USER, or TENANT:USER).", callback=_user_id)
 EMBEDDER = typer.Option("minilm", "--embedder", help="minilm | hash (hash: no model, keyword tags, weak similarity)")
 LLM = typer.Option(False, "--llm", help="Use the LLM from BOUNDMEM_LLM_* / OPENAI_API_KEY (local parts as fallback).")
 
@@ -158,6 +170,9 @@ def forget(user: str = USER, db: str = DB, yes: bool = typer.Option(False, "--ye
     if not yes and not typer.confirm(f"Erase all CAIM memory of {user}?"):
         raise typer.Exit(1)
     store = CAIMStore(db)
+    if user not in store.users():
+        store.close()
+        _fail(f"no user {user!r} in {db}: nothing to forget")
     with store.tx(user) as tx:
         n = tx.forget()
     console.print(f"forgot {user}: {n} thought(s) erased")
