@@ -48,7 +48,7 @@ def sdk(tc: TestClient, key: str = KEY_A) -> openai.OpenAI:
     return openai.OpenAI(base_url="http://testserver/v1", api_key=key, http_client=tc, max_retries=0)
 
 
-def wait_for(pred, timeout: float = 10.0):
+def wait_for(pred, timeout: float = 30.0):  # the background ingest runs at nice 10; a loaded CI box needs time
     end = time.monotonic() + timeout
     while not pred():
         assert time.monotonic() < end, "timed out"
