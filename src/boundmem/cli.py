@@ -15,6 +15,7 @@ from rich.table import Table
 from .conversation import ConversationFileError, read_conversations
 from .schema.load import SchemaFileError, builtin_schema, dump_yaml, load_schema
 from .schema.model import UnknownCategoryError
+from .user_id import cli_user_id as _user_id  # the one user-id rule, as on the API and MCP
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
 schema_app = typer.Typer(help="Show and validate category schemas.", no_args_is_help=True)
@@ -30,16 +31,6 @@ DB = typer.Option(os.environ.get("BOUNDMEM_DB", "boundmem.db"), "--db", help="SQ
 SCHEMA = typer.Option(None, "--schema", help="Schema file (.yaml or CarMem .csv); default: built-in in-car schema.")
 
 
-def _user_id(value: Optional[str]) -> Optional[str]:
-    """The one user-id rule (boundmem.user_id), as on the API and MCP; TENANT:USER names a tenant's user."""
-    from .user_id import InvalidUserId, check_store_user_id
-
-    if value is None:
-        return value
-    try:
-        return check_store_user_id(value)
-    except InvalidUserId as e:
-        raise typer.BadParameter(str(e)) from e
 
 
 USER = typer.Option(..., "--user", "-u", help="User id (USER, or TENANT:USER for a user of an API tenant or MCP server).",

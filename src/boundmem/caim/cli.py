@@ -20,22 +20,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..user_id import cli_user_id as _user_id  # the one user-id rule, as on the main CLI, the API and MCP
+
 app = typer.Typer(help="CAIM memory: sessions, post-thinking, recall.", no_args_is_help=True, add_completion=False)
 console = Console()
 err = Console(stderr=True)
 
 DB = typer.Option(os.environ.get("BOUNDMEM_CAIM_DB", "boundmem-caim.db"), "--db",
                   help="SQLite file for CAIM memory (env BOUNDMEM_CAIM_DB).")
-def _user_id(value: Optional[str]) -> Optional[str]:
-    """The one user-id rule (boundmem.user_id), as on the main CLI, the API and MCP."""
-    from ..user_id import InvalidUserId, check_store_user_id
-
-    if value is None:
-        return value
-    try:
-        return check_store_user_id(value)
-    except InvalidUserId as e:
-        raise typer.BadParameter(str(e)) from e
 
 
 USER = typer.Option(..., "--user", "-u", help="User id (USER, or TENANT:USER).", callback=_user_id)
