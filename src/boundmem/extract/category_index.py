@@ -41,7 +41,6 @@ class CategoryIndex:
         self._proto: Optional[tuple[np.ndarray, np.ndarray]] = None
         self._attr: dict[int, np.ndarray] = {}
         self._head_vocab: Optional[tuple[object, VocabularyIndex]] = None
-        self.attribute_weight = 0.9   # weight of the closest "Detail: value" row in zero-shot category scores
         self.head_coverage: Optional[tuple[object, bool]] = None   # (head, covers this schema), set by the extractor
 
     def head_vocabulary(self, head) -> VocabularyIndex:
@@ -65,8 +64,9 @@ class CategoryIndex:
                 self._proto = (self._embedder.embed(texts), np.array(owner, int))
             return self._proto
 
-    def category_scores(self, X: np.ndarray) -> np.ndarray:
-        """(sentences, categories): best cosine of each sentence to any prototype row of the category."""
+    def category_scores(self, X: np.ndarray, value_weight: float = 0.0) -> np.ndarray:
+        """(sentences, categories): best cosine of each sentence to any prototype row of the category, or to
+        one of its values ("Detail: value" rows) times `value_weight`."""
         proto, owner = self._prototypes()
         sims = X @ proto.T
         out = np.full((X.shape[0], len(self.refs)), -1.0, np.float32)
@@ -74,11 +74,11 @@ class CategoryIndex:
             cols = owner == i
             if cols.any():
                 out[:, i] = sims[:, cols].max(1)
-        if self.attribute_weight:
+        if value_weight:
             # a sentence close to one of the category's values ("Hostel", "Window seat") is about it too
             for i, A in self._attributes().items():
                 if len(A) and A.shape[1] == X.shape[1]:
-                    out[:, i] = np.maximum(out[:, i], self.attribute_weight * (X @ A.T).max(1))
+                    out[:, i] = np.maximum(out[:, i], value_weight * (X @ A.T).max(1))
         return out
 
     def warm(self, prototypes: bool) -> None:

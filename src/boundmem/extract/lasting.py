@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -128,6 +129,11 @@ FEATURES = ("habit", "like", "dislike", "identity", "now", "imperative", "questi
 
 def cue_features(clause: str) -> np.ndarray:
     """Schema-free indicators of a lasting, first-person preference (see FEATURES)."""
+    return np.array(_flags(clause), np.float32)
+
+
+@lru_cache(maxsize=8192)   # a clause is read by the model, the vetoes and the cue checks: scan it once
+def _flags(clause: str) -> tuple[float, ...]:
     t = clause.strip()
     words = [w.lower() for w in _WORD.findall(t)]
     lead = 0   # "Yes, start navigation and ...", "Great, play ...": the command comes after the interjection
@@ -145,11 +151,12 @@ def cue_features(clause: str) -> np.ndarray:
     third = bool(_THIRD_PARTY.search(t))
     second = bool(_SECOND.search(t))
     cue = habit or like or dislike or identity
-    return np.array([habit, like, dislike, identity, now, imperative, question, accept, third, second,
-                     cue, (now or imperative or question) and not cue, 1.0], np.float32)
+    return tuple(float(x) for x in (habit, like, dislike, identity, now, imperative, question, accept, third, second,
+                                    cue, (now or imperative or question) and not cue, 1.0))
 
 
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|im|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)\b", re.I)
+_SPEAKER = re.compile(r"\b(?:i|i'm|im|i've|i'd|me|my)\b", re.I)   # the speaker alone, not "we" with the other person
 _ONE_OFF = re.compile(
     r"\b(?:for now|just this once|this once|this time|for this (?:trip|ride|drive|evening|morning|afternoon|weekend|"
     r"time|once|journey)|tonight|today|right now|for the moment|at the moment|(?:this|tomorrow) (?:evening|morning|"
@@ -158,6 +165,7 @@ _ONE_OFF = re.compile(
     r"while we're at it)\b", re.I)
 
 
+@lru_cache(maxsize=8192)
 def vetoed(text: str) -> bool:
     """Ownership and one-off markers that no embedding similarity outweighs: another person's taste with
     no first-person subject beside it ("my wife likes the seat warm"), an explicitly temporary wish
@@ -175,11 +183,11 @@ def _vetoed_clause(clause: str) -> bool:
     if _THIRD_PARTY.search(words):
         # someone else's taste, unless the speaker states one of their own beside it ("... but I can't stand it")
         rest = _THIRD_PARTY.sub(" ", words)
-        if not (explicit_cue(rest) and re.search(r"\b(?:i|i'm|im|i've|i'd|me|my)\b", rest, re.I)):
+        if not (explicit_cue(rest) and _SPEAKER.search(rest)):
             return True
     if bool(_ONE_OFF.search(words)) and not _HABIT.search(_ONE_OFF.sub(" ", words)):
         return True
-    on = dict(zip(FEATURES, cue_features(words)))
+    on = dict(zip(FEATURES, _flags(words)))
     if on["imperative"] and not on["cue_any"]:   # a bare command ("Set the lights to blue") is for now
         return True
     # a question asks, it does not tell ("Is street parking usually available?"), unless the speaker says
@@ -195,8 +203,7 @@ _STRONG = re.compile(_IDENTITY.pattern + "|" + _DISLIKE.pattern + r"|\b(?:i|we)\
 
 def explicit_cue(clause: str) -> bool:
     """A stated liking, dislike, habit or identity, not asked as a question nor about the assistant."""
-    f = cue_features(clause)
-    on = dict(zip(FEATURES, f))
+    on = dict(zip(FEATURES, _flags(clause)))
     return bool(on["cue_any"] and not on["question"] and not on["second"] and not on["accept"])
 
 
@@ -225,7 +232,11 @@ class LastingModel:
     def fits(self, embedder_name: str, dim: int) -> bool:
         return embedder_name == self.embedder and dim == self.dim
 
-    def probabilities(self, clauses: Sequence[str], X: np.ndarray) -> np.ndarray:
+    def probabilities(self, clauses: Sequence[str], X: np.ndarray, zero_shot: bool = False) -> np.ndarray:
+        """P(lasting) per clause; 0 for a vetoed one. A clause that states a preference outright ("I'm vegan",
+        "I can't stand ...") gets at least `_CUED` whatever the embedding says. With `zero_shot` (a schema the
+        model was not trained for, so its embedding part is out of its domain: "I love hiking" looks nothing
+        like an in-car preference) any explicit first-person cue outside a question counts on its own."""
         if not len(clauses):
             return np.zeros(0, np.float32)
         F = np.vstack([cue_features(c) for c in clauses])
@@ -234,17 +245,7 @@ class LastingModel:
         for i, c in enumerate(clauses):
             if vetoed(c):
                 p[i] = 0.0
-            elif p[i] < _CUED and explicit_cue(c) and _STRONG.search(c):
-                p[i] = _CUED   # "I'm vegan", "I can't stand ...": stated outright, whatever the embedding says
-        return p
-
-    def zero_shot_probabilities(self, clauses: Sequence[str], X: np.ndarray) -> np.ndarray:
-        """On a schema the model was not trained for, its embedding part is out of its domain ("I love
-        hiking" looks nothing like an in-car preference), so an explicit first-person cue outside a
-        question counts on its own; the model can still vouch for a clause without a cue."""
-        p = self.probabilities(clauses, X)
-        for i, c in enumerate(clauses):
-            if p[i] < _CUED and explicit_cue(c) and not vetoed(c):
+            elif p[i] < _CUED and explicit_cue(c) and (zero_shot or _STRONG.search(c)):
                 p[i] = _CUED
         return p
 

@@ -58,8 +58,6 @@ def carmem_items(path: Path, users: Sequence[int] = TRAIN_USERS) -> list[tuple[s
 
 
 def slurp_items(path: Path) -> list[tuple[str, int, str]]:
-    from .lasting import cue_features as cf
-
     out = []
     with open(path, encoding="utf-8") as fh:
         for line in fh:
@@ -69,7 +67,7 @@ def slurp_items(path: Path) -> list[tuple[str, int, str]]:
             if slurp_heldout(r["slurp_id"]):
                 continue
             if r["intent"] in SLURP_LIKES:
-                if cf(r["sentence"])[FEATURES.index("cue_any")]:
+                if cue_features(r["sentence"])[FEATURES.index("cue_any")]:
                     out.append((r["sentence"], 1, "slurp"))
                 continue
             out.append((r["sentence"], 0, "slurp"))

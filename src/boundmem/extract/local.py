@@ -60,7 +60,7 @@ from .lasting import LastingModel, bundled_lasting, cue_of, explicit_cue, vetoed
 from .phrasing import content_spans, grounded_phrase, states_preference
 from .speech import clauses, is_english, phrases, strip_speech
 from .turn_gate import TurnGate, bundled_gate
-from .vocabulary import literal_attributes
+from .vocabulary import find_term, literal_attributes, term_of
 
 _UNSET = object()
 
@@ -73,13 +73,14 @@ class ZeroShotRule:
     further: float = 0.30
     vocab_boost: float = 0.15
     attribute_min: float = 0.55   # nearest vocabulary item is used only this close, else the user's own words
-    lasting: float = 0.35
-    phrase: float = 0.5           # cosine a phrase of a clause needs to add a category of its own         # the lasting model's probability a clause needs on a schema it was not trained for
+    lasting: float = 0.35         # the lasting model's probability a clause needs on a schema it was not trained for
+    phrase: float = 0.5           # cosine a phrase of a clause needs to add a category of its own
+    value_weight: float = 0.9     # weight of the closest "Detail: value" row in the category scores
 
 
 @dataclass
 class _Unit:
-    """One piece of a user turn that is judged on its own: the whole turn, or one of its clauses."""
+    """One piece of a user turn that is judged on its own: the whole turn, one of its clauses, or a phrase of one."""
 
     conv: int
     text: str        # what is embedded and scored
@@ -96,7 +97,7 @@ class _Scored:
     score: float
     floor: float       # the score this unit needs to be picked at all
     lasting: float = 1.0
-    given_lasting: Optional[float] = None   # head: the category's share once "no preference" is ruled out
+    category_share: Optional[float] = None   # head: the category's share of the mass once "no preference" is ruled out
 
 
 class LocalExtractor:
@@ -175,7 +176,7 @@ class LocalExtractor:
             scored = self._score_zero_shot(X, rows, texts, index)
         threshold = self._lasting_threshold(use_head)
         if self.lasting is not None and scored:
-            probs = (self.lasting.probabilities if use_head else self.lasting.zero_shot_probabilities)(texts, X)
+            probs = self.lasting.probabilities(texts, X, zero_shot=not use_head)
             for s in scored:
                 s.lasting = float(probs[s.row])
             # a phrase shares the durability of the clause it was cut from ("..., that's how I always like it")
@@ -188,8 +189,8 @@ class LocalExtractor:
         per: list[list[_Scored]] = [[] for _ in conversations]
         for s in scored:
             if s.lasting >= threshold:
-                if (s.given_lasting is not None and s.score < s.floor and s.lasting >= self.sure_lasting
-                        and s.given_lasting >= self.sure_share):
+                if (s.category_share is not None and s.score < s.floor and s.lasting >= self.sure_lasting
+                        and s.category_share >= self.sure_share):
                     # clearly lasting, so "no preference" is out: a clear choice among the categories decides
                     s.score = s.floor
                 per[units[s.turn].conv].append(s)
@@ -253,13 +254,13 @@ class LocalExtractor:
         th = head.thresholds
         return [_Scored(int(rows[j]), j, where.get(head.labels[k]), float(P[j, k]),
                         th.first if cued[j] else max(th.first, th.bare),
-                        given_lasting=float(P[j, k] / max(1e-6, 1.0 - none[j])))
+                        category_share=float(P[j, k] / max(1e-6, 1.0 - none[j])))
                 for j, k in enumerate(best)]
 
     def _score_zero_shot(self, X: np.ndarray, rows: np.ndarray, texts: list[str], index: CategoryIndex) -> list[_Scored]:
         if not texts:
             return []
-        S = index.category_scores(X)
+        S = index.category_scores(X, self.zero_shot.value_weight)
         hits = np.array([index.vocab.hits(t) for t in texts], np.float32)
         S = S + self.zero_shot.vocab_boost * hits
         out = []
@@ -327,8 +328,9 @@ class LocalExtractor:
             values = values[:1]
         if unit.parent is not None and not values:
             return []   # a phrase counts only where it names a value of the category itself
-        if not values and _is_yes_no(attrs):
-            values = ["Yes" if "Yes" in attrs else next(a for a in attrs if a.lower() == "yes")]
+        yes = _yes_item(attrs)
+        if not values and yes:   # a Yes/No category: wanting the thing is the value ("I always want covered parking")
+            values = [yes]
         if not values and attrs:
             near, sim = index.nearest_attribute(x, s.category)
             if near is not None and sim >= (self.attribute_min if use_head else self.zero_shot.attribute_min):
@@ -424,7 +426,7 @@ _NEG_AFTER = re.compile(
     r"(?:isn't|aren't|is not|are not) (?:for me|my (?:thing|scene|style))|make me (?:sick|miserable|nervous)|"
     r"(?:is|are) (?:off the table|out|a no|a dealbreaker|a deal breaker|overrated)|no thanks|no thank you)\b", re.I)
 _NEGATIVE_VALUE = re.compile(r"^(?:no|not|never|none|indifferent|avoid)\b|allerg|intoleran|-free\b|\bfree of\b", re.I)
-_AVOIDANCE = re.compile(r"\b(?:avoid|avoidance|allerg|intoleran|restriction|need for)", re.I)
+_AVOIDANCE = re.compile(r"\b(?:avoid|allerg|intoleran|restriction|need for)", re.I)
 
 
 _BREAK = re.compile(r"[,;:.!?]|\s(?:so|but|and|because|since|though|although|while|whereas)\s", re.I)
@@ -441,8 +443,7 @@ def _dislikes(text: str, ref: DetailRef, value: str) -> bool:
         return False
     if _AVOIDANCE.search(ref.detail.name):   # the category's own name says it records what to avoid
         return False
-    term = value.split("(")[0].strip().lower()
-    m = re.search(r"(?<![0-9a-z])" + re.escape(term) + r"(?:s|es)?(?![0-9a-z])", text.lower())
+    m = find_term(text.lower(), term_of(value))
     if not m:
         return True
     before = text[: m.start()]
@@ -476,7 +477,7 @@ def _preferred(text: str, values: list[str]) -> list[str]:
     out: list[str] = []
     last_end = 0
     for v in values:
-        m = re.search(re.escape(v.split("(")[0].split("/")[0].strip().lower()), low[last_end:])
+        m = find_term(low[last_end:], term_of(v))
         start = last_end + m.start() if m else last_end
         if out and _CONTRAST.search(low[last_end:start]):
             break
@@ -485,6 +486,6 @@ def _preferred(text: str, values: list[str]) -> list[str]:
     return out
 
 
-def _is_yes_no(attributes) -> bool:
-    """A category whose value is just whether the user wants the thing (Yes / No ... / Indifferent ...)."""
-    return any(a.strip().lower() == "yes" for a in attributes)
+def _yes_item(attributes: Sequence[str]) -> Optional[str]:
+    """The "Yes" item of a category whose value is just whether the user wants the thing (Yes / No ... / Indifferent ...)."""
+    return next((a for a in attributes if a.strip().lower() == "yes"), None)

@@ -7,6 +7,7 @@ vocabulary hit is evidence the embedding alone cannot give. Only *distinctive* t
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Iterable, Sequence
 
 _GENERIC = {"yes", "no", "low", "medium", "high", "normal", "other", "none", "any"}
@@ -25,6 +26,7 @@ def is_name(attribute: str) -> bool:
     return len(words) > 1 and all(w[:1].isupper() or w[:1].isdigit() for w in words)
 
 
+@lru_cache(maxsize=4096)   # built per attribute on every candidate otherwise
 def _pattern(term: str) -> re.Pattern:
     """The term as a whole word or phrase, in the plural or the singular too ("hostels" for "Hostel",
     "beach" for "Beaches")."""
@@ -99,7 +101,8 @@ def spellings(term: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _names(sentence_low: str, term: str) -> re.Match | None:
+def find_term(sentence_low: str, term: str) -> re.Match | None:
+    """Where the lower-cased sentence names a vocabulary term (any of its spellings, singular or plural)."""
     for t in spellings(term):
         m = _pattern(t).search(sentence_low)
         if m:
@@ -107,23 +110,14 @@ def _names(sentence_low: str, term: str) -> re.Match | None:
     return None
 
 
-def literal_attribute(sentence: str, attributes: Sequence[str]) -> str | None:
-    """The longest attribute of one category whose term appears in the sentence, if any."""
-    low = sentence.lower()
-    best = None
+def _number_match(sentence_low: str, attributes: Sequence[str]) -> str | None:
+    """The attribute whose number is said ("21 degrees", "twenty one degrees"), if any."""
+    nums = set(re.findall(r"\d+(?:\.\d+)?", sentence_low)) | spoken_numbers(sentence_low)
     for a in attributes:
-        t = term_of(a)
-        if len(t) < 2 or t in ("yes", "no"):
-            continue
-        if _names(low, t) and (best is None or len(t) > len(term_of(best))):
-            best = a
-    if best is None:
-        nums = set(re.findall(r"\d+(?:\.\d+)?", low)) | spoken_numbers(low)
-        for a in attributes:
-            an = re.findall(r"\d+(?:\.\d+)?", term_of(a))
-            if an and an[0] in nums:
-                return a
-    return best
+        an = re.findall(r"\d+(?:\.\d+)?", term_of(a))
+        if an and an[0] in nums:
+            return a
+    return None
 
 
 def literal_attributes(sentence: str, attributes: Sequence[str]) -> list[str]:
@@ -135,7 +129,7 @@ def literal_attributes(sentence: str, attributes: Sequence[str]) -> list[str]:
         t = term_of(a)
         if len(t) < 2 or t in ("yes", "no"):
             continue
-        m = _names(low, t)
+        m = find_term(low, t)
         if m:
             found.append((m.start(), m.end(), a))
     found.sort(key=lambda f: (f[0], -(f[1] - f[0])))
@@ -147,7 +141,7 @@ def literal_attributes(sentence: str, attributes: Sequence[str]) -> list[str]:
         out.append(a)
         last_end = end
     if not out:
-        one = literal_attribute(sentence, attributes)
+        one = _number_match(low, attributes)
         return [one] if one else []
     return out
 
