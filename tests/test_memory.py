@@ -195,7 +195,7 @@ def test_an_opt_out_survives_forget_and_only_opt_in_lifts_it(mem):
 
 
 def test_another_embedders_dimension_is_refused_at_write_time_naming_both(tmp_path, schema, hash_embedder):
-    from boundmem.retrieve.embed import HashEmbedder
+    from boundmem.embed import HashEmbedder
     from boundmem.store.base import EmbeddingDimensionError
 
     store = SQLiteStore(tmp_path / "m.db")

@@ -45,7 +45,7 @@ def test_api_refuses_a_user_id_with_a_trailing_newline(tmp_path, schema):
     from boundmem.extract.keyword import KeywordExtractor
     from boundmem.maintain.rules import RuleMaintainer
     from boundmem.memory import Memory
-    from boundmem.retrieve.embed import HashEmbedder
+    from boundmem.embed import HashEmbedder
     from boundmem.service.app import create_app
     from boundmem.store.sqlite import SQLiteStore
 

@@ -20,22 +20,22 @@ def make_embedder(name: str = "minilm"):
         if backend not in MINILM_BACKENDS:
             raise ValueError(f"unknown MiniLM backend {backend!r} (choose {', '.join(MINILM_BACKENDS)})")
         if backend == "auto":
-            from .retrieve import onnx_embed
+            from .embed import minilm_onnx as onnx_embed
 
             backend = "onnx" if onnx_embed.available() else "torch"
         if backend == "onnx":
-            from .retrieve.onnx_embed import OnnxMiniLMEmbedder
+            from .embed.minilm_onnx import OnnxMiniLMEmbedder
 
             return OnnxMiniLMEmbedder()
-        from .retrieve.embed import MiniLMEmbedder
+        from .embed.minilm_torch import MiniLMEmbedder
 
         return MiniLMEmbedder()
     if name == "hash":
-        from .retrieve.embed import HashEmbedder
+        from .embed import HashEmbedder
 
         return HashEmbedder()
     if name == "openai":
-        from .retrieve.openai_embed import OpenAIEmbedder
+        from .embed.openai_compat import OpenAIEmbedder
 
         return OpenAIEmbedder()
     raise ValueError(f"unknown embedder {name!r} (choose minilm, minilm-onnx, minilm-torch, openai or hash)")

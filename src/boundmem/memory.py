@@ -9,7 +9,7 @@ from .extract.base import Extractor
 from .maintain.base import Maintainer, enforce_multiplicity
 from .models import (Candidate, ConsentAction, ConsentRecord, Conversation, Decision, IngestResult, Preference, RecallHit,
                      UserExport, consent_records, utcnow)
-from .retrieve.embed import Embedder
+from .embed import Embedder
 from .retrieve.retriever import Retriever
 from .retrieve.text import enriched_text
 from .schema.model import CategoryPath, Schema

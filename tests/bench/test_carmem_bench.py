@@ -145,7 +145,7 @@ class AlwaysAppend:
 
 @pytest.fixture(scope="module")
 def scripted_run(tmp_path_factory, shared_data, schema):
-    from boundmem.retrieve.embed import HashEmbedder
+    from boundmem.embed import HashEmbedder
 
     data = shared_data / "carmem" / "dataset.jsonl"
     (u0, u1) = load_carmem(data, schema, users=2, conversations_per_user=3)

@@ -171,7 +171,7 @@ def test_llm_answer_path_is_scored_with_polarity(shared_data):
     from boundmem.bench.gvd import evaluate_question
     from boundmem.caim.baselines import MemoryBank
     from boundmem.llm.client import LLMClient
-    from boundmem.retrieve.embed import HashEmbedder
+    from boundmem.embed import HashEmbedder
     from llm.fake_openai import FakeOpenAI, content
 
     data = load_gvd(shared_data / "gvd")

@@ -6,7 +6,7 @@ from boundmem.caim.dates import parse_date_range
 from boundmem.caim.models import Thought
 from boundmem.caim.retrieval import EmbeddingRelevance, match
 from boundmem.caim.system import CAIM
-from boundmem.retrieve.embed import HashEmbedder
+from boundmem.embed import HashEmbedder
 
 TODAY = date(2023, 5, 7)
 

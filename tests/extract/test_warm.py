@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from boundmem.extract.local import LocalExtractor
 from boundmem.models import Conversation, Turn
-from boundmem.retrieve.embed import HashEmbedder
+from boundmem.embed import HashEmbedder
 
 
 class Recording(HashEmbedder):

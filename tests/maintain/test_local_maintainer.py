@@ -132,7 +132,7 @@ words = st.text(alphabet=st.sampled_from("abcdeno -"), min_size=1, max_size=12).
 @settings(max_examples=80, deadline=None)
 @given(r=st.sampled_from(MNP), attr=words, sentence=st.text(max_size=40), old=st.lists(words, min_size=1, max_size=2))
 def test_single_preference_categories_never_append(r, attr, sentence, old):
-    from boundmem.retrieve.embed import HashEmbedder
+    from boundmem.embed import HashEmbedder
 
     m = LocalMaintainer(HashEmbedder(32))
     existing = [stored(r, a, pid=f"p{i}") for i, a in enumerate(old)]

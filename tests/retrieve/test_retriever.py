@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from boundmem.retrieve.embed import HashEmbedder
+from boundmem.embed import HashEmbedder
 from boundmem.retrieve.retriever import Retriever, subcategory_prototype
 from boundmem.retrieve.text import enriched_text
 from boundmem.schema.load import builtin_schema

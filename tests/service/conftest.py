@@ -31,7 +31,7 @@ def memory(tmp_path, schema):
     from boundmem.extract.keyword import KeywordExtractor
     from boundmem.maintain.rules import RuleMaintainer
     from boundmem.memory import Memory
-    from boundmem.retrieve.embed import HashEmbedder
+    from boundmem.embed import HashEmbedder
     from boundmem.store.sqlite import SQLiteStore
 
     store = SQLiteStore(tmp_path / "service.db")

@@ -216,7 +216,7 @@ def test_a_locked_store_answers_503_json_with_retry_after_and_stores_nothing(tmp
     from boundmem.extract.keyword import KeywordExtractor
     from boundmem.maintain.rules import RuleMaintainer
     from boundmem.memory import Memory
-    from boundmem.retrieve.embed import HashEmbedder
+    from boundmem.embed import HashEmbedder
     from boundmem.service.app import create_app
     from boundmem.store.sqlite import SQLiteStore
 
@@ -262,7 +262,7 @@ def test_an_embedder_dimension_mismatch_is_409_naming_both_dimensions(tmp_path, 
     from boundmem.extract.keyword import KeywordExtractor
     from boundmem.maintain.rules import RuleMaintainer
     from boundmem.memory import Memory
-    from boundmem.retrieve.embed import HashEmbedder
+    from boundmem.embed import HashEmbedder
     from boundmem.service.app import create_app
     from boundmem.store import base
     from boundmem.store.sqlite import SQLiteStore
@@ -297,7 +297,7 @@ def test_upstream_failures_and_crashes_keep_the_json_shape(tmp_path, schema, rai
     from boundmem.llm.errors import LLMTimeout
     from boundmem.maintain.rules import RuleMaintainer
     from boundmem.memory import Memory
-    from boundmem.retrieve.embed import HashEmbedder
+    from boundmem.embed import HashEmbedder
     from boundmem.service.app import create_app
     from boundmem.store.sqlite import SQLiteStore
 

@@ -6,7 +6,7 @@ import threading
 from boundmem import Candidate, CategoryPath, Conversation, Memory, Turn
 from boundmem.jobs import JobQueue
 from boundmem.maintain.rules import RuleMaintainer
-from boundmem.retrieve.embed import HashEmbedder
+from boundmem.embed import HashEmbedder
 
 TEMP = CategoryPath(main="vehicle_settings_and_comfort", sub="climate_control", detail="preferred_temperature")
 

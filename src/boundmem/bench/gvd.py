@@ -294,7 +294,7 @@ def write_outputs(out: Path, data: GVDDataset, runs: list[SystemRun], summaries:
 
 def _make_embedder(name: str):
     if name == "hash":
-        from ..retrieve.embed import HashEmbedder
+        from ..embed import HashEmbedder
 
         return HashEmbedder()
     from .. import factory

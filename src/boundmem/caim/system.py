@@ -72,7 +72,7 @@ def default_params(embedder: Any) -> RetrievalParams:
 def local_parts(ontology: Ontology, embedder=None, relevance_filter: bool = True,
                 tag_margin: float = DEFAULT_TAG_MARGIN, params: Optional[RetrievalParams] = None) -> CAIMParts:
     if embedder is None:
-        from ..retrieve.embed import HashEmbedder
+        from ..embed import HashEmbedder
 
         embedder = HashEmbedder()
     # hashed words carry no meaning to compare with tag descriptions: keywords tag better
@@ -123,7 +123,7 @@ class CAIM:
         if on_llm_error not in ("fallback", "raise"):
             raise ValueError(f"on_llm_error must be 'fallback' or 'raise', not {on_llm_error!r}")
         if embedder is None:
-            from ..retrieve.embed import HashEmbedder
+            from ..embed import HashEmbedder
 
             embedder = HashEmbedder()
         self.embedder = embedder

@@ -141,7 +141,7 @@ def train_gate(data: Path, schema: Schema, embedder, head: TrainedHead, recall: 
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from ..retrieve.embed import MiniLMEmbedder
+    from ..embed.minilm_torch import MiniLMEmbedder
     from ..schema.load import builtin_schema
     from .head import bundled_head
 

@@ -111,7 +111,7 @@ def train_head(data: Path, schema: Schema, embedder, thresholds: Thresholds = Th
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from ..retrieve.embed import MiniLMEmbedder
+    from ..embed.minilm_torch import MiniLMEmbedder
     from ..schema.load import builtin_schema
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

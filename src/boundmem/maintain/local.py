@@ -28,7 +28,7 @@ import re
 from typing import Optional
 
 from ..models import Candidate, Decision, Preference
-from ..retrieve.embed import Embedder
+from ..embed import Embedder
 from ..schema.model import DetailCategory
 from .base import enforce_multiplicity
 from .polarity import PolarityModel, cue_negates

@@ -25,7 +25,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
-from ..retrieve.embed import Embedder
+from ..embed import Embedder
 
 FEATURE_VERSION = 1
 ARTEFACT = "polarity_minilm.npz"
@@ -172,7 +172,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "data" / ARTEFACT)
     ap.add_argument("-C", type=float, default=0.05)
     a = ap.parse_args(argv)
-    from ..retrieve.embed import MiniLMEmbedder
+    from ..embed.minilm_torch import MiniLMEmbedder
 
     ex = training_examples(a.data)
     model = train(MiniLMEmbedder(), ex, a.C)

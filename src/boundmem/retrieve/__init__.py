@@ -1,1 +1,1 @@
-"""Retrieval: enriched preference text, embedders, cosine top-k over one user's preferences."""
+"""Retrieval: enriched preference text and cosine top-k over one user's preferences."""

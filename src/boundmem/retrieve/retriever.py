@@ -8,7 +8,7 @@ import numpy as np
 from ..models import Preference, RecallHit
 from ..schema.model import Schema
 from ..store.base import Store
-from .embed import Embedder
+from ..embed import Embedder
 
 
 def subcategory_prototype(main_name: str, sub_name: str, description: str) -> str:

