@@ -38,9 +38,10 @@ def _model_cache(tmp_path_factory):
 @pytest.fixture(scope="session")
 def minilm():
     """The bundled MiniLM on the backend a default install uses (ONNX Runtime when installed), loaded once."""
-    from boundmem.factory import make_embedder
+    from boundmem.config import Settings
+    from boundmem.embed.registry import make_embedder
 
-    return make_embedder("minilm")
+    return make_embedder("minilm", Settings.from_env())
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from importlib import import_module, resources
 from pathlib import Path
@@ -12,7 +11,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from .config import cli_choice, cli_default, cli_settings
 from .conversation import ConversationFileError, read_conversations
+from .embed.registry import EMBEDDERS
+from .extract.registry import EXTRACTORS
+from .maintain.registry import MAINTAINERS
 from .schema.load import SchemaFileError, builtin_schema, dump_yaml, load_schema
 from .schema.model import UnknownCategoryError
 from .user_id import cli_user_id as _user_id  # the one user-id rule, as on the API and MCP
@@ -27,7 +30,8 @@ app.add_typer(audit_app, name="audit")
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
 
-DB = typer.Option(os.environ.get("BOUNDMEM_DB", "boundmem.db"), "--db", help="SQLite file or postgresql:// URL (env BOUNDMEM_DB).")
+DB = typer.Option(None, "--db", callback=cli_default("db"), show_default=False,
+                  help="SQLite file or postgresql:// URL (env BOUNDMEM_DB; default boundmem.db).")
 SCHEMA = typer.Option(None, "--schema", help="Schema file (.yaml or CarMem .csv); default: built-in in-car schema.")
 
 
@@ -35,8 +39,13 @@ SCHEMA = typer.Option(None, "--schema", help="Schema file (.yaml or CarMem .csv)
 
 USER = typer.Option(..., "--user", "-u", help="User id (USER, or TENANT:USER for a user of an API tenant or MCP server).",
                     callback=_user_id)
-EMBEDDER = typer.Option(os.environ.get("BOUNDMEM_EMBEDDER", "minilm"), "--embedder",
-                        help="minilm (or minilm-onnx, minilm-torch: same vectors) | openai | hash (env BOUNDMEM_EMBEDDER); must match what the store was filled with.")
+EMBEDDER = typer.Option(None, "--embedder", callback=cli_default("embed.embedder", EMBEDDERS.choices()), show_default=False,
+                        help=f"{' | '.join(EMBEDDERS.choices())} (env BOUNDMEM_EMBEDDER; default minilm; minilm-onnx and "
+                             "minilm-torch give minilm's vectors); must match what the store was filled with.")
+EXTRACTOR = typer.Option("local", "--extractor", callback=cli_choice(EXTRACTORS.choices()),
+                         help=" | ".join(EXTRACTORS.choices()))
+MAINTAINER = typer.Option("local", "--maintainer", callback=cli_choice(MAINTAINERS.choices()),
+                          help=" | ".join(MAINTAINERS.choices()))
 
 
 TENANT = typer.Option(None, "--tenant", help="API tenant (or MCP --tenant) of the user: users created through the HTTP "
@@ -83,10 +92,12 @@ def _schema(path: Optional[Path]):
         _fail(str(e))
 
 
-def _memory(db: str, schema: Optional[Path], extractor: str = "local", maintainer: str = "local", embedder: str = "minilm"):
-    from .factory import build_memory
+def _memory(db: str, schema: Optional[Path], extractor: str = "local", maintainer: str = "local",
+            embedder: Optional[str] = None):
+    from .memory import build_memory
 
-    return build_memory(db=db, schema=_schema(schema), extractor=extractor, maintainer=maintainer, embedder=embedder)
+    return build_memory(cli_settings(), db=db, schema=_schema(schema), extractor=extractor, maintainer=maintainer,
+                        embedder=embedder)
 
 
 # --- schema -------------------------------------------------------------------------------
@@ -127,8 +138,7 @@ def schema_validate(path: Path):
 # --- ingest / recall ------------------------------------------------------------------------
 @app.command()
 def ingest(file: Path, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA,
-           extractor: str = typer.Option("local", help="local | keyword | llm"),
-           maintainer: str = typer.Option("local", help="local | rules | llm"), embedder: str = EMBEDDER):
+           extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER):
     """Extract and store the preferences in a conversation file (.json or .jsonl). Bad files store nothing."""
     try:
         convs = read_conversations(file)
@@ -193,9 +203,9 @@ def opt_in(category: str, user: str = USER, db: str = DB, schema: Optional[Path]
 
 # --- prefs ------------------------------------------------------------------------------------
 def _store(db: str):
-    from .factory import make_store
+    from .store.registry import open_store
 
-    return make_store(db)
+    return open_store(db, cli_settings())
 
 
 def _label(schema, path) -> str:
@@ -345,11 +355,8 @@ def _mount(only: Optional[str] = None) -> None:
     for name, (mod, help_) in _LAZY.items():
         if name in mounted or (only is not None and only != name):
             continue
-        try:
-            sub = import_module(mod).app
-        except ImportError:
-            continue
-        app.add_typer(sub, name=name, help=help_)
+        # no ImportError is swallowed here: a broken install must say what is missing, not "No such command"
+        app.add_typer(import_module(mod).app, name=name, help=help_)
 
 
 def main() -> None:

@@ -193,24 +193,25 @@ class _Postgres:
         pass
 
 
-def _lower_priority() -> None:
+def _lower_priority(nice: int) -> None:
     """Run this (worker) thread at a lower CPU priority (Linux: a thread's own nice value, `BOUNDMEM_JOBS_NICE`,
     default 10), so background ingestion yields the cores to recalls and requests on the same machine. Embedding runs
     in the calling thread (one ONNX Runtime thread per run), so the model's work is lowered too."""
     try:
-        nice = int(os.environ.get("BOUNDMEM_JOBS_NICE", "10"))
         if nice > 0 and hasattr(os, "setpriority") and hasattr(threading, "get_native_id"):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
-    except (OSError, ValueError):
+    except OSError:
         log.debug("could not lower the job worker's priority", exc_info=True)
 
 
 class JobQueue:
     """The jobs table of one store, and the worker that drains it into a `Memory`."""
 
-    def __init__(self, store: Any, lease_seconds: float = 60.0, max_attempts: int = 5, backoff: float = 1.0):
+    def __init__(self, store: Any, lease_seconds: float = 60.0, max_attempts: int = 5, backoff: float = 1.0,
+                 nice: int = 10):
         self.db = _Postgres(store) if type(store).__name__ == "PostgresStore" else _SQLite(store)
         self.lease_seconds, self.max_attempts, self.backoff = lease_seconds, max_attempts, backoff
+        self.nice = nice   # the worker thread's nice value (BOUNDMEM_JOBS_NICE; <= 0 leaves it)
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -351,7 +352,7 @@ class JobQueue:
             self._worker.start()
 
     def _loop(self, memory_source: Any, poll_seconds: float) -> None:
-        _lower_priority()
+        _lower_priority(self.nice)
         memory = None
         while not self._stop.is_set():
             try:

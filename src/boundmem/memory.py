@@ -5,7 +5,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from .extract.base import Extractor
+from .config import Settings
+from .extract.base import Extractor, Warmable
 from .maintain.base import Maintainer, enforce_multiplicity
 from .models import (Candidate, ConsentAction, ConsentRecord, Conversation, Decision, IngestResult, Preference, RecallHit,
                      UserExport, consent_records, utcnow)
@@ -30,6 +31,7 @@ class Memory:
     maintainer: Maintainer
     embedder: Embedder
     consent: Any = None   # consent by voice (extract/consent*.py); None: the one that goes with the extractor; False: off
+    jobs_nice: int = 10   # nice value of the job worker thread (BOUNDMEM_JOBS_NICE)
     retriever: Retriever = field(init=False)
     _jobs: Any = field(default=None, init=False, repr=False)
 
@@ -41,17 +43,16 @@ class Memory:
             self.consent = default_detector(self.extractor, self.embedder)
 
     @classmethod
-    def local(cls, db: str | Path = "boundmem.db", schema: Optional[Schema] = None) -> "Memory":
-        from .factory import build_memory
-
-        return build_memory(db=db, schema=schema)
+    def local(cls, db: str | Path = "boundmem.db", schema: Optional[Schema] = None,
+              settings: Optional[Settings] = None) -> "Memory":
+        """The local (offline) stages on `db`; `settings` default to the environment's, as in `build_memory`."""
+        return build_memory(settings, db=db, schema=schema)
 
     # --- writing ------------------------------------------------------------------------
     def warm(self) -> None:
         """Load the models and embed the schema's own texts now, so the first user does not wait for them."""
-        warm = getattr(self.extractor, "warm", None)
-        if callable(warm):
-            warm(self.schema)
+        if isinstance(self.extractor, Warmable):
+            self.extractor.warm(self.schema)
         self.embedder.embed(["warm up"])
 
     def user_schema(self, user: str) -> Schema:
@@ -83,7 +84,7 @@ class Memory:
         if self._jobs is None:
             from .jobs import JobQueue
 
-            self._jobs = JobQueue(self.store)
+            self._jobs = JobQueue(self.store, nice=self.jobs_nice)
         return self._jobs
 
     def submit(self, conversation: Conversation, user: str, start_worker: bool = True):
@@ -260,3 +261,21 @@ def _redact(utterance: str, erased: list[Preference]) -> str:
 
 def _signature(prefs: list[Preference]) -> tuple:
     return tuple(sorted((p.id, p.updated_at.isoformat()) for p in prefs))
+
+
+def build_memory(settings: Optional[Settings] = None, *, db: Optional[str | Path] = None, schema: Optional[Schema] = None,
+                 extractor: str = "local", maintainer: str = "local", embedder: Optional[str] = None) -> Memory:
+    """A Memory with each stage built by name from its registry (what the CLI, the service and the benchmarks use).
+    `settings` defaults to the environment's (`Settings.from_env()`); `db` and `embedder` default to the settings'
+    (BOUNDMEM_DB, BOUNDMEM_EMBEDDER). One embedder is shared by every stage that needs one."""
+    from .embed.registry import make_embedder
+    from .extract.registry import make_extractor
+    from .maintain.registry import make_maintainer
+    from .schema.load import builtin_schema
+    from .store.registry import open_store
+
+    settings = settings if settings is not None else Settings.from_env()
+    emb = make_embedder(embedder or settings.embed.embedder, settings)
+    return Memory(schema=schema or builtin_schema(), store=open_store(str(db or settings.db), settings),
+                  extractor=make_extractor(extractor, settings, emb), maintainer=make_maintainer(maintainer, settings, emb),
+                  embedder=emb, jobs_nice=settings.jobs_nice)

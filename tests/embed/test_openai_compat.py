@@ -111,10 +111,13 @@ def test_known_model_dim_needs_no_request_but_the_server_is_believed(server):
 
 
 def test_from_env(server, monkeypatch):
+    from boundmem.config import Settings
+    from boundmem.embed.registry import make_embedder
+
     monkeypatch.setenv("BOUNDMEM_EMBED_MODEL", "env-model")
     monkeypatch.setenv("BOUNDMEM_LLM_BASE_URL", server.url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
-    e = OpenAIEmbedder.from_env()
+    e = make_embedder("openai", Settings.from_env())
     e.embed(["hello"])
     assert server.requests[0]["model"] == "env-model"
     assert server.headers[0].get("authorization") == "Bearer sk-env"

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from boundmem.config import Settings
+from boundmem.errors import ConfigError
 from boundmem.llm.client import LLMClient
 from boundmem.llm.errors import (LLMBadArguments, LLMError, LLMNoToolCall, LLMOutputError, LLMTimeout,
                                  LLMUnknownTool)
@@ -170,6 +172,10 @@ def test_complete_plain_and_json_mode(fake, make_client):
     assert c.usage.failures == 1
 
 
+def _from_env() -> LLMClient:
+    return LLMClient.from_settings(Settings.from_env().llm)
+
+
 def test_from_env(monkeypatch, fake):
     for v in ("BOUNDMEM_LLM_API_KEY", "OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "BOUNDMEM_LLM_MODEL",
               "BOUNDMEM_LLM_AZURE_ENDPOINT", "OPENAI_BASE_URL"):
@@ -177,7 +183,7 @@ def test_from_env(monkeypatch, fake):
     monkeypatch.setenv("BOUNDMEM_LLM_BASE_URL", fake.base_url)
     monkeypatch.setenv("BOUNDMEM_LLM_TIMEOUT", "1.5")
     monkeypatch.setenv("BOUNDMEM_LLM_MAX_RETRIES", "0")
-    c = LLMClient.from_env()
+    c = _from_env()
     assert (c.model, c.timeout, c.max_retries, c.endpoint) == ("gpt-4o-2024-08-06", 1.5, 0, fake.base_url)
     fake.push(tool_call("get_x", {"x": 5}))
     assert c.call_tool(MSGS, TOOL) == {"x": 5}
@@ -185,15 +191,15 @@ def test_from_env(monkeypatch, fake):
     assert fake.requests[0].json["model"] == "gpt-4o-2024-08-06"
 
     monkeypatch.setenv("BOUNDMEM_LLM_MAX_RETRIES", "many")
-    with pytest.raises(LLMError, match="BOUNDMEM_LLM_MAX_RETRIES"):
-        LLMClient.from_env()
+    with pytest.raises(ConfigError, match="BOUNDMEM_LLM_MAX_RETRIES"):
+        _from_env()
     monkeypatch.delenv("BOUNDMEM_LLM_MAX_RETRIES")
     monkeypatch.delenv("BOUNDMEM_LLM_BASE_URL")
     with pytest.raises(LLMError, match="OPENAI_API_KEY"):
-        LLMClient.from_env()
+        _from_env()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
     monkeypatch.setenv("BOUNDMEM_LLM_MODEL", "my-model")
-    c = LLMClient.from_env()
+    c = _from_env()
     assert c.model == "my-model" and c.endpoint == "https://api.openai.com/v1"
 
 
@@ -213,7 +219,7 @@ def test_temperature_can_be_left_out(fake, make_client, monkeypatch):
     assert "temperature" not in fake.requests[0].json
     monkeypatch.setenv("BOUNDMEM_LLM_BASE_URL", fake.base_url)
     monkeypatch.setenv("BOUNDMEM_LLM_TEMPERATURE", "none")
-    LLMClient.from_env().call_tool(MSGS, TOOL)
+    _from_env().call_tool(MSGS, TOOL)
     assert "temperature" not in fake.requests[1].json
 
 

@@ -8,7 +8,9 @@ import json
 
 import pytest
 
+from boundmem.config import Settings
 from boundmem.extract.base import ExtractionError
+from boundmem.extract.registry import make_extractor
 from boundmem.extract.llm import LLMExtractor
 from boundmem.llm.flat import compile_flat
 from boundmem.maintain.rules import RuleMaintainer
@@ -227,7 +229,7 @@ def test_from_env_uses_the_endpoint(fake, monkeypatch, schema):
     monkeypatch.setenv("BOUNDMEM_LLM_MODEL", "local-llama")
     monkeypatch.setenv("BOUNDMEM_LLM_MAX_TOKENS", "256")
     fake.push(tool_call(TOOL_NAME, GOOD))
-    ex = LLMExtractor.from_env()
+    ex = make_extractor("llm", Settings.from_env(), None)
     assert len(ex.extract(CONV, schema)) == 1
     assert fake.requests[0].json["model"] == "local-llama" and fake.requests[0].json["max_tokens"] == 256
     ex.client.close()
@@ -237,7 +239,7 @@ def test_from_env_nested_shape(fake, monkeypatch, schema):
     monkeypatch.setenv("BOUNDMEM_LLM_BASE_URL", fake.base_url)
     monkeypatch.setenv("BOUNDMEM_LLM_TOOL_SHAPE", "nested")
     fake.push(tool_call(TOOL_NAME, NESTED_GOOD))
-    ex = LLMExtractor.from_env()
+    ex = make_extractor("llm", Settings.from_env(), None)
     assert ex.shape == "nested" and [c.attribute for c in ex.extract(CONV, schema)] == ["Vegetarian"]
     ex.client.close()
 

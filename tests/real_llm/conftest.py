@@ -17,7 +17,9 @@ def _endpoint():
     url = os.environ.get("BOUNDMEM_REAL_LLM_URL")
     model = os.environ.get("BOUNDMEM_REAL_LLM_MODEL", local.DEFAULT_MODEL)
     if not url:
-        st = local.read_state()
+        from boundmem.config import Settings
+
+        st = local.read_state(Settings.from_env().llm_local.home)
         if not st:
             return None, None, "no local server started (boundmem llm local serve) and no BOUNDMEM_REAL_LLM_URL"
         url, model = st["base_url"], st["model"]

@@ -80,18 +80,19 @@ def test_schema_creation_is_idempotent_and_safe_when_processes_start_together(pg
 
 
 def test_factory_builds_a_postgres_store_from_a_url_with_its_own_schema(pg_admin_url):
-    """`make_store("postgresql://...")` is how the CLI and the service get a PostgresStore; a schema
+    """`open_store("postgresql://...")` is how the CLI and the service get a PostgresStore; a schema
     of its own comes through the URL's options (search_path), as the module docstring advises."""
     import psycopg
 
-    from boundmem.factory import make_store
+    from boundmem.config import Settings
+    from boundmem.store.registry import open_store
 
     if not pg_admin_url.startswith("postgresql://"):
         pytest.skip("needs a URL-form connection string")
     with psycopg.connect(pg_admin_url, autocommit=True) as con:
         con.execute("CREATE SCHEMA IF NOT EXISTS factory_test")
     sep = "&" if "?" in pg_admin_url else "?"
-    s = make_store(f"{pg_admin_url}{sep}options=-csearch_path%3Dfactory_test,public")
+    s = open_store(f"{pg_admin_url}{sep}options=-csearch_path%3Dfactory_test,public", Settings())
     try:
         assert isinstance(s, PostgresStore)
         p = add(s, "u", "jazz")

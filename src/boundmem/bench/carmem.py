@@ -12,9 +12,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from ..config import Settings, cli_settings
+from ..embed.registry import EMBEDDERS as EMBEDDER_REGISTRY
 from ..extract.base import ExtractionError
+from ..extract.registry import EXTRACTORS as EXTRACTOR_REGISTRY
+from ..maintain.registry import MAINTAINERS as MAINTAINER_REGISTRY
 from ..maintain.base import enforce_multiplicity
 from ..models import Candidate, Conversation, Preference, Turn
 from ..retrieve.retriever import Retriever
@@ -26,9 +30,9 @@ from .carmem_metrics import (MaintenanceRow, RetrievalRow, expected_action, is_l
                              retrieval_summary, same_attribute)
 from .report import Stopwatch, machine_info, progress, ratio, track
 
-EXTRACTORS = ("local", "local-lenient", "keyword", "llm")
-MAINTAINERS = ("local", "rules", "llm")
-EMBEDDERS = ("minilm", "openai", "hash")
+EXTRACTORS = EXTRACTOR_REGISTRY.choices()
+MAINTAINERS = MAINTAINER_REGISTRY.choices()
+EMBEDDERS = EMBEDDER_REGISTRY.choices()
 
 
 class CarMemConfig(BaseModel):
@@ -42,6 +46,7 @@ class CarMemConfig(BaseModel):
     embedder: str = "minilm"
     hide_gt_attribute: bool = False
     show_progress: bool = True
+    settings: Settings = Field(default_factory=Settings, exclude=True)  # the command's (environment); not reported
 
 
 @dataclass
@@ -53,11 +58,14 @@ class Components:
 
 
 def build_components(cfg: CarMemConfig, schema: Optional[Schema] = None) -> Components:
-    from .. import factory
+    from ..embed.registry import make_embedder
+    from ..extract.registry import make_extractor
+    from ..maintain.registry import make_maintainer
 
-    emb = factory.make_embedder(cfg.embedder)  # "hash" is model-free: for harness checks, not a quality setting
-    return Components(extractor=factory.make_extractor(cfg.extractor, emb),
-                      maintainer=factory.make_maintainer(cfg.maintainer, emb), embedder=emb,
+    # "hash" is model-free: for harness checks, not a quality setting
+    emb = make_embedder(cfg.embedder, cfg.settings)
+    return Components(extractor=make_extractor(cfg.extractor, cfg.settings, emb),
+                      maintainer=make_maintainer(cfg.maintainer, cfg.settings, emb), embedder=emb,
                       schema=schema or builtin_schema())
 
 
@@ -469,10 +477,9 @@ def register(app: typer.Typer) -> None:
     def carmem(
         data: Path = typer.Option(..., "--data", help="CarMem dataset.jsonl (one user per line).", exists=True, dir_okay=False),
         out: Path = typer.Option(Path("bench-out/carmem"), "--out", help="Output folder (report.md, results.json, PNGs)."),
-        extractor: str = typer.Option("local", "--extractor",
-                                      help="local | local-lenient (no lasting-preference gate) | keyword | llm"),
-        maintainer: str = typer.Option("local", "--maintainer", help="local | rules | llm"),
-        embedder: str = typer.Option("minilm", "--embedder", help="minilm (or minilm-onnx, minilm-torch) | openai | hash (hash: model-free, harness checks only)"),
+        extractor: str = typer.Option("local", "--extractor", help=EXTRACTOR_REGISTRY.help()),
+        maintainer: str = typer.Option("local", "--maintainer", help=MAINTAINER_REGISTRY.help()),
+        embedder: str = typer.Option("minilm", "--embedder", help=EMBEDDER_REGISTRY.help()),
         split: str = typer.Option("test", "--split", help="test = first 50 users (the paper's); train = the other 50."),
         users: Optional[int] = typer.Option(None, "--users", min=1, help="Only the first N users of the split."),
         conversations_per_user: Optional[int] = typer.Option(None, "--conversations-per-user", min=1,
@@ -491,7 +498,7 @@ def register(app: typer.Typer) -> None:
 
         cfg = CarMemConfig(data=data, out=out, split=split, users=users, conversations_per_user=conversations_per_user,
                            extractor=extractor, maintainer=maintainer, embedder=embedder,
-                           hide_gt_attribute=hide_gt_attribute, show_progress=not quiet)
+                           hide_gt_attribute=hide_gt_attribute, show_progress=not quiet, settings=cli_settings())
         try:
             res = run_carmem(cfg)
         except CarMemDataError as e:

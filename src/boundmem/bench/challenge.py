@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from ..config import Settings, cli_settings
 from ..models import Conversation, Turn
 from ..schema.load import builtin_schema
 from .carmem import EMBEDDERS, EXTRACTORS, MAINTAINERS, Components, build_components
@@ -39,6 +40,7 @@ class ChallengeConfig(BaseModel):
     maintainer: str = "local"
     embedder: str = "minilm"
     show_progress: bool = True
+    settings: Settings = Field(default_factory=Settings, exclude=True)  # the command's (environment); not reported
 
 
 def _splits(cfg: ChallengeConfig) -> list[str]:
@@ -296,19 +298,20 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("bench-out/challenge"), "--out", help="Output folder (report.md, results.json)."),
         data_dir: Optional[Path] = typer.Option(None, "--data-dir", file_okay=False,
                                                 help="Folder with the set files (default: the packaged challenge_data)."),
-        extractor: str = typer.Option("local", "--extractor", help="local | keyword | llm"),
-        maintainer: str = typer.Option("local", "--maintainer", help="local | rules | llm"),
-        embedder: str = typer.Option("minilm", "--embedder", help="minilm (or minilm-onnx, minilm-torch) | openai | hash (model-free, harness checks only)"),
+        extractor: str = typer.Option("local", "--extractor", help=" | ".join(EXTRACTORS)),
+        maintainer: str = typer.Option("local", "--maintainer", help=" | ".join(MAINTAINERS)),
+        embedder: str = typer.Option("minilm", "--embedder", help=" | ".join(EMBEDDERS) + " (hash: model-free, harness checks only)"),
         no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     ):
         """What a fresh user's memory holds after each challenge conversation (and SLURP command), vs what it should."""
         for name, val, allowed in (("--set", set_, (*SETS, "all")), ("--split", split, (*SPLITS, "all")),
                                    ("--extractor", extractor, EXTRACTORS), ("--maintainer", maintainer, MAINTAINERS),
-                                   ("--embedder", embedder.split("-")[0], EMBEDDERS)):
+                                   ("--embedder", embedder, EMBEDDERS)):
             if val not in allowed:
                 raise typer.BadParameter(f"{val!r} is not one of {', '.join(allowed)}", param_hint=name)
         cfg = ChallengeConfig(set=set_, slurp=slurp, split=split, out=out, data_dir=data_dir, extractor=extractor,
-                              maintainer=maintainer, embedder=embedder, show_progress=not no_progress)
+                              maintainer=maintainer, embedder=embedder, show_progress=not no_progress,
+                              settings=cli_settings())
         try:
             res = run_challenge(cfg)
         except ChallengeDataError as e:

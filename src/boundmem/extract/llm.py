@@ -20,7 +20,6 @@ No silent loss: an answer that is invalid twice raises ExtractionError (nothing 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, Optional
 
 from pydantic import BaseModel, Field, ValidationError
@@ -147,13 +146,6 @@ class LLMExtractor:
         self.last_run: Optional[ExtractionRun] = None
         self.stats = ExtractionStats()
         self._cache: dict[Schema, Any] = {}
-
-    @classmethod
-    def from_env(cls, user_label: str = "User", **client_overrides: Any) -> "LLMExtractor":
-        shape = (os.environ.get("BOUNDMEM_LLM_TOOL_SHAPE") or "flat").strip().lower()
-        if shape not in SHAPES:
-            raise LLMError(f"BOUNDMEM_LLM_TOOL_SHAPE={shape!r} is not one of {', '.join(SHAPES)}")
-        return cls(LLMClient.from_env(**client_overrides), user_label=user_label, shape=shape)
 
     def _compiled(self, schema: Schema):
         # building the model and its JSON schema takes ~50 ms for the in-car schema; users share few schemas

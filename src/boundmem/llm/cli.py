@@ -10,6 +10,7 @@ from typing import Optional
 
 import typer
 
+from ..config import cli_settings
 from . import local as L
 
 app = typer.Typer(help="LLM endpoints: a local offline server, the extraction tool, usage logs.", no_args_is_help=True)
@@ -22,7 +23,7 @@ HOME = typer.Option(None, "--home", help="Cache folder (env BOUNDMEM_LLM_HOME; d
 
 
 def _root(h: Optional[Path]) -> Path:
-    return (h or L.home()).expanduser()
+    return (h or cli_settings().llm_local.home).expanduser()
 
 
 def _fail(msg: str, code: int = 1):
@@ -47,7 +48,7 @@ def install(model: list[str] = typer.Option([L.DEFAULT_MODEL], "--model", "-m", 
         for spec in specs:
             L.fetch_model(spec, root, keep_packages=keep_packages)
         if not no_server:
-            L.install_server(root)
+            L.install_server(root, cmake_args=cli_settings().llm_local.cmake_args)
     except L.LocalLLMError as e:
         _fail(str(e))
     typer.echo(f"installed in {root}; start it with: boundmem llm local serve --model {specs[0].alias}"

@@ -11,7 +11,6 @@ the SDK leaves to the caller, and they must behave identically everywhere:
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import time
@@ -19,6 +18,7 @@ from typing import Any, Optional, Sequence
 
 from pydantic import BaseModel, Field
 
+from ..config import LLMSettings
 from .errors import LLMBadArguments, LLMError, LLMNoToolCall, LLMOutputError, LLMTimeout, LLMUnknownTool
 
 DEFAULT_MODEL = "gpt-4o-2024-08-06"
@@ -58,14 +58,6 @@ def _public_url(url: str) -> str:
     """The endpoint as shown in messages: no user:password, no query string."""
     url = re.sub(r"//[^/@]*@", "//", url)
     return url.split("?", 1)[0].rstrip("/")
-
-
-def _env(name: str, *alts: str) -> Optional[str]:
-    for n in (name, *alts):
-        v = os.environ.get(n)
-        if v is not None and v.strip():
-            return v.strip()
-    return None
 
 
 def _tool_name(tool: dict) -> str:
@@ -114,7 +106,6 @@ class LLMClient:
         self.usage_log = usage_log
         self.usage = LLMUsage()
         self._lock = threading.Lock()
-        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None  # the SDK's own variable, made explicit
         self.endpoint = _public_url(azure_endpoint or base_url or OPENAI_URL)
         if not api_key:
             if base_url is None and azure_endpoint is None:
@@ -132,33 +123,12 @@ class LLMClient:
         self._named_choice = True
 
     @classmethod
-    def from_env(cls, **overrides: Any) -> "LLMClient":
-        """BOUNDMEM_LLM_MODEL, BOUNDMEM_LLM_BASE_URL, BOUNDMEM_LLM_API_KEY or OPENAI_API_KEY, BOUNDMEM_LLM_TIMEOUT,
-        BOUNDMEM_LLM_MAX_RETRIES, BOUNDMEM_LLM_BACKOFF, BOUNDMEM_LLM_TEMPERATURE ("none" = leave out),
-        BOUNDMEM_LLM_AZURE_ENDPOINT (+ OPENAI_API_VERSION / BOUNDMEM_LLM_API_VERSION), BOUNDMEM_LLM_MAX_TOKENS,
-        BOUNDMEM_LLM_USAGE_LOG (a JSONL file, one line per request)."""
-        kw: dict[str, Any] = {
-            "model": _env("BOUNDMEM_LLM_MODEL") or DEFAULT_MODEL,
-            "base_url": _env("BOUNDMEM_LLM_BASE_URL"),
-            "api_key": _env("BOUNDMEM_LLM_API_KEY", "OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"),
-            "azure_endpoint": _env("BOUNDMEM_LLM_AZURE_ENDPOINT"),
-            "azure_api_version": _env("BOUNDMEM_LLM_API_VERSION", "OPENAI_API_VERSION"),
-            "usage_log": _env("BOUNDMEM_LLM_USAGE_LOG"),
-        }
-        for var, key, typ in (("BOUNDMEM_LLM_TIMEOUT", "timeout", float), ("BOUNDMEM_LLM_MAX_RETRIES", "max_retries", int),
-                              ("BOUNDMEM_LLM_BACKOFF", "backoff_base", float), ("BOUNDMEM_LLM_MAX_TOKENS", "max_tokens", int)):
-            raw = _env(var)
-            if raw is not None:
-                try:
-                    kw[key] = typ(raw)
-                except ValueError:
-                    raise LLMError(f"{var}={raw!r} is not a valid {typ.__name__}") from None
-        temp = _env("BOUNDMEM_LLM_TEMPERATURE")
-        if temp is not None:
-            try:
-                kw["temperature"] = None if temp.lower() in ("none", "default") else float(temp)
-            except ValueError:
-                raise LLMError(f"BOUNDMEM_LLM_TEMPERATURE={temp!r} is not a number or 'none'") from None
+    def from_settings(cls, s: LLMSettings, **overrides: Any) -> "LLMClient":
+        """The client the settings describe (BOUNDMEM_LLM_*: config.py and README's settings table)."""
+        kw: dict[str, Any] = dict(model=s.model, base_url=s.base_url, api_key=s.api_key.get_secret_value() if s.api_key else None,
+                                  timeout=s.timeout, max_retries=s.max_retries, backoff_base=s.backoff,
+                                  azure_endpoint=s.azure_endpoint, azure_api_version=s.azure_api_version,
+                                  temperature=s.temperature, max_tokens=s.max_tokens, usage_log=s.usage_log)
         kw.update(overrides)
         return cls(**kw)
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..config import LocalLLMSettings, environment_with
+
 SERVER_PACKAGE = "llama-cpp-python[server]==0.3.36"
 SERVER_VERSION = "0.3.36"
 # no CPU-specific code (the build runs anywhere of this architecture), no libcurl, no BLAS: builds on a bare Debian
@@ -71,7 +73,8 @@ class LocalLLMError(Exception):
 
 
 def home() -> Path:
-    return Path(os.environ.get("BOUNDMEM_LLM_HOME") or Path.home() / ".cache" / "boundmem" / "llm").expanduser()
+    """The default folder; `boundmem llm local --home` or BOUNDMEM_LLM_HOME (settings.llm_local.home) choose another."""
+    return LocalLLMSettings().home
 
 
 def model_spec(alias: str) -> PinnedModel:
@@ -205,8 +208,9 @@ def server_installed(root: Optional[Path] = None) -> Optional[str]:
     return r.stdout.strip() if r.returncode == 0 else None
 
 
-def install_server(root: Optional[Path] = None, log: Log = _say) -> str:
-    """Build llama-cpp-python's server into `venv/` (its own virtualenv). CMAKE_ARGS from the environment win."""
+def install_server(root: Optional[Path] = None, log: Log = _say, cmake_args: Optional[str] = None) -> str:
+    """Build llama-cpp-python's server into `venv/` (its own virtualenv). `cmake_args` (the caller's CMAKE_ARGS)
+    replace the portable defaults."""
     root = root or home()
     have = server_installed(root)
     if have == SERVER_VERSION:
@@ -217,7 +221,7 @@ def install_server(root: Optional[Path] = None, log: Log = _say) -> str:
         r = subprocess.run([sys.executable, "-m", "venv", str(venv)], capture_output=True, text=True)
         if r.returncode != 0:
             raise LocalLLMError(f"cannot create {venv}: {r.stderr[-1000:]}")
-    env = {**os.environ, "CMAKE_ARGS": os.environ.get("CMAKE_ARGS") or DEFAULT_CMAKE_ARGS}
+    env = environment_with(CMAKE_ARGS=cmake_args or DEFAULT_CMAKE_ARGS)
     log(f"server: building {SERVER_PACKAGE} (CMAKE_ARGS={env['CMAKE_ARGS']!r}; ~8 min on 2 cores, then cached by pip) ...")
     build_log = root / "server-build.log"
     with open(build_log, "w") as f:

@@ -83,10 +83,6 @@ class LLMMaintainer:
         self.client = client
         self.last_valid_at_try: Optional[int] = None
 
-    @classmethod
-    def from_env(cls, **client_overrides: Any) -> "LLMMaintainer":
-        return cls(LLMClient.from_env(**client_overrides))
-
     def messages(self, candidate: Candidate, existing: list[Preference], detail: DetailCategory) -> list[dict[str, str]]:
         shown = json.dumps([_shown(detail, p, p.id) for p in existing], ensure_ascii=False, indent=1)
         human = HUMAN_PROMPT.format(existing=shown, incoming=json.dumps(_shown(detail, candidate), ensure_ascii=False))

@@ -82,7 +82,8 @@ class LocalMaintainer:
     """`Maintainer` for offline use; see the module docstring for the rules.
 
     `polarity` defaults to the shipped model; it is used only if it was trained for this
-    embedder, otherwise (or with no embedder) the cue lexicon judges polarity.
+    embedder, otherwise (or with no embedder) the cue lexicon judges polarity. A shipped model that cannot be read
+    raises PolarityModelError naming the file (a broken install must not quietly change the decisions).
     """
 
     name = "local"
@@ -90,10 +91,7 @@ class LocalMaintainer:
     def __init__(self, embedder: Optional[Embedder], polarity: Optional[PolarityModel] = None):
         self.embedder = embedder
         if polarity is None and embedder is not None:
-            try:
-                polarity = PolarityModel.load()
-            except (OSError, ValueError, KeyError):
-                polarity = None
+            polarity = PolarityModel.load()
         self.polarity = polarity if polarity is not None and embedder is not None and polarity.fits(embedder) else None
 
     def sentence_negates(self, detail: DetailCategory, attribute: str, sentence: str) -> bool:

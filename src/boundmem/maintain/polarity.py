@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
@@ -26,10 +27,16 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 
 from ..embed import Embedder
+from ..errors import ConfigError
 
 FEATURE_VERSION = 1
 ARTEFACT = "polarity_minilm.npz"
 TRAIN_USERS = range(50, 100)  # 0-based lines of dataset.jsonl; 0-49 are CarMem's test split
+
+
+class PolarityModelError(ConfigError):
+    """The polarity model's file is missing or unreadable: a broken install, not a reason to judge polarity by cues
+    alone without saying so."""
 
 # Part of the feature vector: changing it invalidates the shipped weights (bump FEATURE_VERSION).
 CUES = re.compile(
@@ -108,12 +115,18 @@ class PolarityModel:
 
     @classmethod
     def _read(cls, p: Path) -> "PolarityModel":
-        with np.load(p) as z:
-            meta = json.loads(str(z["meta"]))
-            if meta.get("feature_version") != FEATURE_VERSION:
-                raise ValueError(f"{p}: feature_version {meta.get('feature_version')} != {FEATURE_VERSION}; retrain")
-            return cls(w=z["w"].astype(np.float64), b=float(z["b"]), embedder_name=meta["embedder"],
-                       dim=int(meta["dim"]), threshold=float(meta.get("threshold", 0.5)))
+        try:
+            with np.load(p) as z:
+                meta = json.loads(str(z["meta"]))
+                version = meta.get("feature_version")
+                model = cls(w=z["w"].astype(np.float64), b=float(z["b"]), embedder_name=meta["embedder"],
+                            dim=int(meta["dim"]), threshold=float(meta.get("threshold", 0.5)))
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
+            raise PolarityModelError(f"{p}: not a usable polarity model ({type(e).__name__}: {e}); reinstall boundmem "
+                                     "or rebuild it (python -m boundmem.maintain.polarity)") from e
+        if version != FEATURE_VERSION:
+            raise PolarityModelError(f"{p}: feature_version {version} != {FEATURE_VERSION}; retrain")
+        return model
 
 
 # --- training ---------------------------------------------------------------------------------

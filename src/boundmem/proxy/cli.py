@@ -2,28 +2,27 @@
 system message, forwards to the upstream model server and learns from the exchange in the background."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from ..service.cli import (DB, EMBEDDER, EXTRACTOR, MAINTAINER, SCHEMA, SECRET, STATE, _fail, _issuer, _load_keys,
+from ..config import cli_default, secret_from
+from ..service.cli import (DB, EMBEDDER, EXTRACTOR, KEYS, MAINTAINER, SCHEMA, SECRET, STATE, _fail, _issuer, _load_keys,
                            _memory_factory)
 
 app = typer.Typer(help=__doc__, add_completion=False, invoke_without_command=True)
 
 
 @app.callback()
-def proxy(upstream: str = typer.Option(os.environ.get("BOUNDMEM_UPSTREAM_URL"), "--upstream",
+def proxy(upstream: str = typer.Option(None, "--upstream", callback=cli_default("service.upstream_url"), show_default=False,
                                        help="The model server's OpenAI base URL, e.g. http://127.0.0.1:11434/v1 "
                                             "(env BOUNDMEM_UPSTREAM_URL)."),
           upstream_key_env: str = typer.Option("BOUNDMEM_UPSTREAM_API_KEY", "--upstream-key-env",
                                                help="Name of the environment variable holding the upstream's API key "
                                                     "(never on the command line)."),
           db: str = DB, schema: Optional[Path] = SCHEMA,
-          keys: Optional[Path] = typer.Option(os.environ.get("BOUNDMEM_KEYS"), "--keys",
-                                              help="Keys file (TOML or JSON) mapping API key -> tenant (env BOUNDMEM_KEYS)."),
+          keys: Optional[Path] = KEYS,
           host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8001, "--port"),
           k: int = typer.Option(5, "--k", min=1, max=50, help="Preferences recalled into the system message."),
           timeout: float = typer.Option(120.0, "--timeout", min=1.0, help="Seconds to wait for the upstream."),
@@ -42,7 +41,7 @@ def proxy(upstream: str = typer.Option(os.environ.get("BOUNDMEM_UPSTREAM_URL"), 
     import uvicorn
 
     typer.echo(f"boundmem proxy for {upstream} on http://{host}:{port}/v1 ({len(ring.tenants)} tenant(s))", err=True)
-    proxy_app = create_proxy(mem, ring, upstream, upstream_key=os.environ.get(upstream_key_env), k=k,
+    proxy_app = create_proxy(mem, ring, upstream, upstream_key=secret_from(upstream_key_env), k=k,
                              tokens=_issuer(token_secret, token_state), timeout=timeout)
     from ..service.accesslog import install
 

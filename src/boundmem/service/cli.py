@@ -1,19 +1,31 @@
 """`boundmem serve`: the HTTP API + transparency page (default), and `boundmem serve mcp` (stdio MCP server)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from ..config import cli_choice, cli_default, cli_settings
+from ..embed.registry import EMBEDDERS
+from ..extract.registry import EXTRACTORS
+from ..maintain.registry import MAINTAINERS
+
 app = typer.Typer(help=__doc__, add_completion=False, invoke_without_command=True)
 
-DB = typer.Option(os.environ.get("BOUNDMEM_DB", "boundmem.db"), "--db", help="SQLite file or postgresql:// URL (env BOUNDMEM_DB).")
+DB = typer.Option(None, "--db", callback=cli_default("db"), show_default=False,
+                  help="SQLite file or postgresql:// URL (env BOUNDMEM_DB; default boundmem.db).")
 SCHEMA = typer.Option(None, "--schema", help="Schema file (.yaml or CarMem .csv); default: built-in in-car schema.")
-EXTRACTOR = typer.Option("local", "--extractor", help="local | keyword | llm")
-MAINTAINER = typer.Option("local", "--maintainer", help="local | rules | llm")
-EMBEDDER = typer.Option("minilm", "--embedder", help="minilm (or minilm-onnx, minilm-torch) | openai | hash (tests only)")
+EXTRACTOR = typer.Option("local", "--extractor", callback=cli_choice(EXTRACTORS.choices()),
+                         help=" | ".join(EXTRACTORS.choices()))
+MAINTAINER = typer.Option("local", "--maintainer", callback=cli_choice(MAINTAINERS.choices()),
+                          help=" | ".join(MAINTAINERS.choices()))
+EMBEDDER = typer.Option(None, "--embedder", callback=cli_default("embed.embedder", EMBEDDERS.choices()), show_default=False,
+                        help=f"{' | '.join(EMBEDDERS.choices())} (env BOUNDMEM_EMBEDDER; default minilm; hash: tests only)")
+
+
+KEYS = typer.Option(None, "--keys", callback=cli_default("service.keys"), show_default=False,
+                    help="Keys file (TOML or JSON) mapping API key -> tenant (env BOUNDMEM_KEYS).")
 
 
 def _fail(msg: str) -> None:
@@ -23,24 +35,25 @@ def _fail(msg: str) -> None:
 
 def _memory_factory(db: str, schema: Optional[Path], extractor: str, maintainer: str, embedder: str):
     """Validate the cheap parts now (schema file) and defer building the Memory (model load) to first use."""
-    from ..factory import build_memory
+    from ..memory import build_memory
     from ..schema.load import SchemaFileError, builtin_schema, load_schema
 
     try:
         s = load_schema(schema) if schema else builtin_schema()
     except SchemaFileError as e:
         _fail(str(e))
-    return lambda: build_memory(db=db, schema=s, extractor=extractor, maintainer=maintainer, embedder=embedder)
+    settings = cli_settings()
+    return lambda: build_memory(settings, db=db, schema=s, extractor=extractor, maintainer=maintainer, embedder=embedder)
 
 
 MAX_TURNS = typer.Option(100, "--max-turns", min=1, help="Most turns in one conversation (over it: 413 max_turns).")
 MAX_TURN_CHARS = typer.Option(4_000, "--max-turn-chars", min=1, help="Longest turn, in characters (413 max_turn_chars).")
 MAX_TOTAL_CHARS = typer.Option(20_000, "--max-total-chars", min=1,
                                help="Most characters in all turns of one conversation (413 max_total_chars).")
-SECRET = typer.Option(os.environ.get("BOUNDMEM_TOKEN_SECRET_FILE"), "--token-secret-file",
+SECRET = typer.Option(None, "--token-secret-file", callback=cli_default("service.token_secret_file"), show_default=False,
                       help="File with the secret (>= 32 bytes) that signs user tokens (env BOUNDMEM_TOKEN_SECRET_FILE); "
                            "default for serve: a random one per process, so tokens end with it.")
-STATE = typer.Option(os.environ.get("BOUNDMEM_TOKEN_STATE"), "--token-state",
+STATE = typer.Option(None, "--token-state", callback=cli_default("service.token_state"), show_default=False,
                      help="SQLite file of token revocations, shared by servers with the same secret (env BOUNDMEM_TOKEN_STATE); "
                           "default: in memory.")
 
@@ -76,8 +89,7 @@ def _load_keys(keys: Optional[Path]):
 
 @app.callback()
 def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
-          keys: Optional[Path] = typer.Option(os.environ.get("BOUNDMEM_KEYS"), "--keys",
-                                              help="Keys file (TOML or JSON) mapping API key -> tenant (env BOUNDMEM_KEYS)."),
+          keys: Optional[Path] = KEYS,
           host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8000, "--port"),
           extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER,
           max_body: int = typer.Option(1_000_000, "--max-body-bytes", min=1,
@@ -124,7 +136,8 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
 def mcp_command(db: str = DB, schema: Optional[Path] = SCHEMA,
                 tenant: str = typer.Option("mcp", "--tenant", help="Namespace for user ids (same scheme as the HTTP API's tenants)."),
                 user: Optional[str] = typer.Option(None, "--user", "-u", help="The one user this server acts for."),
-                token: Optional[str] = typer.Option(None, "--token", envvar="BOUNDMEM_MCP_TOKEN",
+                token: Optional[str] = typer.Option(None, "--token", callback=cli_default("service.mcp_token"),
+                                                    show_default=False,
                                                     help="Or: a user token minted by the HTTP API (POST /v1/users/{user}/tokens) "
                                                          "with the same --token-secret-file; its tenant and user bind the server "
                                                          "(env BOUNDMEM_MCP_TOKEN keeps it out of the process list)."),

@@ -141,10 +141,9 @@ class PostgresStore(SingleWrites):
     """
 
     def __init__(self, url: str, connect_timeout: int = 10, max_connections: int = 10, pool_timeout: float = 30.0,
-                 lock_timeout: float = 5.0, vacuum: Optional[str] = None):
-        vacuum = vacuum or os.environ.get("BOUNDMEM_PG_VACUUM", "plain")
+                 lock_timeout: float = 5.0, vacuum: str = "plain"):
         if vacuum not in ("plain", "full", "off"):
-            raise ValueError(f"vacuum (or BOUNDMEM_PG_VACUUM) must be 'plain', 'full' or 'off', got {vacuum!r}")
+            raise ValueError(f"vacuum (BOUNDMEM_PG_VACUUM) must be 'plain', 'full' or 'off', got {vacuum!r}")
         if max_connections < 1:
             raise ValueError(f"max_connections must be at least 1, got {max_connections}")
         self.url = url

@@ -1,0 +1,244 @@
+"""Every setting boundmem takes from the environment, read in one place, once per entry point.
+
+Why one object: a variable read deep inside a module is invisible to the caller, cannot be set per Memory, and is
+easy to misspell in one of several places (the Azure API version was documented under one name and read under
+another). The entry points (the CLI commands, `build_memory` when given no Settings) call `Settings.from_env()`;
+everything below them receives the Settings (or the group it needs) as an argument. `Settings()` is the defaults
+alone, with no environment: what tests and library callers start from.
+
+This is the only module that reads `os.environ`; README's settings table lists every variable here."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Literal, Mapping, Optional, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from .errors import ConfigError
+
+DEFAULT_CACHE_DIR = Path.home() / ".cache" / "boundmem"
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EmbedSettings(_Group):
+    embedder: str = Field("minilm", description="BOUNDMEM_EMBEDDER: the embedder's registry name")
+    minilm_backend: Literal["auto", "onnx", "torch"] = Field("auto", description="BOUNDMEM_MINILM_BACKEND")
+    minilm_onnx: Optional[Path] = Field(None, description="BOUNDMEM_MINILM_ONNX: your own ONNX export of MiniLM")
+    cache_dir: Path = Field(DEFAULT_CACHE_DIR, description="BOUNDMEM_CACHE_DIR, else $XDG_CACHE_HOME/boundmem")
+    ort_threads: int = Field(1, ge=0, description="BOUNDMEM_ORT_THREADS: ONNX Runtime threads per run (0: ORT's default)")
+    openai_model: str = Field("text-embedding-3-small", description="BOUNDMEM_EMBED_MODEL: model of --embedder openai")
+
+
+class LLMSettings(_Group):
+    """The OpenAI-compatible endpoint of the LLM stages (and of `--embedder openai`)."""
+
+    client: str = Field("openai", description="the LLM client's registry name (only one so far)")
+    model: str = Field("gpt-4o-2024-08-06", description="BOUNDMEM_LLM_MODEL")
+    base_url: Optional[str] = Field(None, description="BOUNDMEM_LLM_BASE_URL, else OPENAI_BASE_URL")
+    api_key: Optional[SecretStr] = Field(None, description="BOUNDMEM_LLM_API_KEY, else OPENAI_API_KEY, else AZURE_OPENAI_API_KEY")
+    azure_endpoint: Optional[str] = Field(None, description="BOUNDMEM_LLM_AZURE_ENDPOINT")
+    azure_api_version: Optional[str] = Field(None, description="BOUNDMEM_LLM_AZURE_API_VERSION (or BOUNDMEM_LLM_API_VERSION, "
+                                                               "OPENAI_API_VERSION)")
+    timeout: float = Field(30.0, gt=0, description="BOUNDMEM_LLM_TIMEOUT, seconds")
+    max_retries: int = Field(3, ge=0, description="BOUNDMEM_LLM_MAX_RETRIES")
+    backoff: float = Field(0.5, ge=0, description="BOUNDMEM_LLM_BACKOFF, seconds before the first retry")
+    temperature: Optional[float] = Field(0.0, description="BOUNDMEM_LLM_TEMPERATURE ('none': left out of the request)")
+    max_tokens: Optional[int] = Field(None, ge=1, description="BOUNDMEM_LLM_MAX_TOKENS")
+    usage_log: Optional[str] = Field(None, description="BOUNDMEM_LLM_USAGE_LOG: a JSONL file, one line per request")
+    tool_shape: Literal["flat", "nested"] = Field("flat", description="BOUNDMEM_LLM_TOOL_SHAPE")
+
+
+class LocalLLMSettings(_Group):
+    """`boundmem llm local`: where the server and models live, and how the server is built."""
+
+    home: Path = Field(Path.home() / ".cache" / "boundmem" / "llm", description="BOUNDMEM_LLM_HOME")
+    cmake_args: Optional[str] = Field(None, description="CMAKE_ARGS for building llama-cpp-python (yours win)")
+
+
+class ServiceSettings(_Group):
+    keys: Optional[Path] = Field(None, description="BOUNDMEM_KEYS: API key -> tenant file")
+    token_secret_file: Optional[Path] = Field(None, description="BOUNDMEM_TOKEN_SECRET_FILE")
+    token_state: Optional[Path] = Field(None, description="BOUNDMEM_TOKEN_STATE")
+    mcp_token: Optional[SecretStr] = Field(None, description="BOUNDMEM_MCP_TOKEN: the user token of `serve mcp --token`")
+    upstream_url: Optional[str] = Field(None, description="BOUNDMEM_UPSTREAM_URL: the proxy's model server")
+
+
+class Settings(_Group):
+    db: str = Field("boundmem.db", description="BOUNDMEM_DB: SQLite file or postgresql:// URL")
+    caim_db: str = Field("boundmem-caim.db", description="BOUNDMEM_CAIM_DB")
+    pg_vacuum: Literal["plain", "full", "off"] = Field("plain", description="BOUNDMEM_PG_VACUUM: after an erasure")
+    jobs_nice: int = Field(10, description="BOUNDMEM_JOBS_NICE: nice value of the job worker thread (<= 0: unchanged)")
+    embed: EmbedSettings = EmbedSettings()
+    llm: LLMSettings = LLMSettings()
+    llm_local: LocalLLMSettings = LocalLLMSettings()
+    service: ServiceSettings = ServiceSettings()
+
+    @classmethod
+    def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "Settings":
+        """The settings of this process (or of `environ`). An empty variable counts as unset; an invalid one raises
+        ConfigError naming it."""
+        r = _Reader(os.environ if environ is None else environ)
+        xdg = r.get("XDG_CACHE_HOME")
+        return cls(
+            db=r.text("BOUNDMEM_DB", default="boundmem.db"),
+            caim_db=r.text("BOUNDMEM_CAIM_DB", default="boundmem-caim.db"),
+            pg_vacuum=r.choice("BOUNDMEM_PG_VACUUM", ("plain", "full", "off"), "plain"),
+            jobs_nice=r.number(int, "BOUNDMEM_JOBS_NICE", 10),
+            embed=EmbedSettings(
+                embedder=r.text("BOUNDMEM_EMBEDDER", default="minilm"),
+                minilm_backend=r.choice("BOUNDMEM_MINILM_BACKEND", ("auto", "onnx", "torch"), "auto"),
+                minilm_onnx=r.path("BOUNDMEM_MINILM_ONNX"),
+                cache_dir=r.path("BOUNDMEM_CACHE_DIR") or (Path(xdg[1]) / "boundmem" if xdg else DEFAULT_CACHE_DIR),
+                ort_threads=r.number(int, "BOUNDMEM_ORT_THREADS", 1, minimum=0),
+                openai_model=r.text("BOUNDMEM_EMBED_MODEL", default="text-embedding-3-small")),
+            llm=LLMSettings(
+                model=r.text("BOUNDMEM_LLM_MODEL", default=LLMSettings.model_fields["model"].default),
+                base_url=r.text("BOUNDMEM_LLM_BASE_URL", "OPENAI_BASE_URL"),
+                api_key=r.text("BOUNDMEM_LLM_API_KEY", "OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"),
+                azure_endpoint=r.text("BOUNDMEM_LLM_AZURE_ENDPOINT"),
+                azure_api_version=r.text("BOUNDMEM_LLM_AZURE_API_VERSION", "BOUNDMEM_LLM_API_VERSION", "OPENAI_API_VERSION"),
+                timeout=r.number(float, "BOUNDMEM_LLM_TIMEOUT", 30.0, minimum=0, strict=True),
+                max_retries=r.number(int, "BOUNDMEM_LLM_MAX_RETRIES", 3, minimum=0),
+                backoff=r.number(float, "BOUNDMEM_LLM_BACKOFF", 0.5, minimum=0),
+                temperature=r.temperature("BOUNDMEM_LLM_TEMPERATURE"),
+                max_tokens=r.number(int, "BOUNDMEM_LLM_MAX_TOKENS", None, minimum=1),
+                usage_log=r.text("BOUNDMEM_LLM_USAGE_LOG"),
+                tool_shape=r.choice("BOUNDMEM_LLM_TOOL_SHAPE", ("flat", "nested"), "flat")),
+            llm_local=LocalLLMSettings(
+                home=(r.path("BOUNDMEM_LLM_HOME") or LocalLLMSettings.model_fields["home"].default).expanduser(),
+                cmake_args=r.text("CMAKE_ARGS")),
+            service=ServiceSettings(
+                keys=r.path("BOUNDMEM_KEYS"), token_secret_file=r.path("BOUNDMEM_TOKEN_SECRET_FILE"),
+                token_state=r.path("BOUNDMEM_TOKEN_STATE"), mcp_token=r.text("BOUNDMEM_MCP_TOKEN"),
+                upstream_url=r.text("BOUNDMEM_UPSTREAM_URL")),
+        )
+
+
+class _Reader:
+    """Typed reads of an environment mapping; every failure names the variable."""
+
+    def __init__(self, environ: Mapping[str, str]):
+        self.environ = environ
+
+    def get(self, *names: str) -> Optional[tuple[str, str]]:
+        for n in names:
+            v = self.environ.get(n)
+            if v is not None and v.strip():
+                return n, v.strip()
+        return None
+
+    def text(self, *names: str, default: Optional[str] = None) -> Optional[str]:
+        """The first of `names` that is set (the later ones are older or foreign spellings), else `default`."""
+        hit = self.get(*names)
+        return hit[1] if hit else default
+
+    def path(self, name: str) -> Optional[Path]:
+        hit = self.get(name)
+        return Path(hit[1]).expanduser() if hit else None
+
+    def choice(self, name: str, allowed: tuple[str, ...], default: str) -> str:
+        hit = self.get(name)
+        if hit is None:
+            return default
+        value = hit[1].lower()
+        if value not in allowed:
+            raise ConfigError(f"{name}={hit[1]!r} is not one of {', '.join(allowed)}")
+        return value
+
+    def number(self, typ: Callable[[str], Any], name: str, default: Any, minimum: Optional[float] = None,
+               strict: bool = False) -> Any:
+        hit = self.get(name)
+        if hit is None:
+            return default
+        try:
+            value = typ(hit[1])
+        except ValueError:
+            raise ConfigError(f"{name}={hit[1]!r} is not a valid {'integer' if typ is int else 'number'}") from None
+        if minimum is not None and (value <= minimum if strict else value < minimum):
+            raise ConfigError(f"{name}={hit[1]!r} must be {'>' if strict else '>='} {minimum:g}")
+        return value
+
+    def temperature(self, name: str) -> Optional[float]:
+        hit = self.get(name)
+        if hit is None:
+            return 0.0
+        if hit[1].lower() in ("none", "default"):
+            return None
+        try:
+            return float(hit[1])
+        except ValueError:
+            raise ConfigError(f"{name}={hit[1]!r} is not a number or 'none'") from None
+
+
+def environment_with(**overrides: str) -> dict[str, str]:
+    """This process's environment plus `overrides`: the environment of a child process (the llama.cpp build)."""
+    return {**os.environ, **overrides}
+
+
+def secret_from(variable: str) -> Optional[str]:
+    """The value of a variable the user named on the command line (the proxy's `--upstream-key-env`), so a key is
+    never an argument in the process list."""
+    v = os.environ.get(variable)
+    return v if v and v.strip() else None
+
+
+# --- the command line: one Settings per invocation, shared by every (sub)command ----------------------------------
+_CLI: Optional[tuple[dict[str, str], Settings]] = None
+
+
+def cli_settings() -> Settings:
+    """The Settings of the running command: built from the environment on first use and reused by every option and
+    (sub)command of the invocation (rebuilt only if the environment changed, as between in-process test runs). An
+    invalid variable ends the command with exit code 2 and a message naming it. typer is imported only here and in
+    the option callbacks below, so the library does not need it."""
+    global _CLI
+    env = dict(os.environ)
+    if _CLI is None or _CLI[0] != env:
+        try:
+            _CLI = (env, Settings.from_env(env))
+        except ConfigError as e:
+            import typer
+
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from e
+    return _CLI[1]
+
+
+def cli_default(field: Optional[str], choices: Sequence[str] = ()) -> Callable[..., Any]:
+    """A typer option callback: an option left out takes Settings' value of `field` ("db", "embed.embedder",
+    "service.keys"; the settings' types are the options' own: str, Path); with `choices` (a registry's), any other name is a usage error that lists them."""
+
+    def fill(ctx, param, value):
+        import typer
+
+        source = ""
+        if value is None and field is not None:
+            value = cli_settings()
+            for part in field.split("."):
+                value = getattr(value, part)
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            if value is None:
+                return None
+            source = f" (from {_env_name(field)})"
+        if choices and value not in choices:
+            raise typer.BadParameter(f"{value!r}{source} is not one of {', '.join(choices)}", ctx, param)
+        return value
+
+    return fill
+
+
+def cli_choice(choices: Sequence[str]) -> Callable[..., Any]:
+    """A typer option callback that accepts only `choices` (a registry's), naming them otherwise."""
+    return cli_default(None, choices)
+
+
+def _env_name(field: str) -> str:
+    group, _, name = field.rpartition(".")
+    model: Any = Settings if not group else Settings.model_fields[group].annotation
+    desc = model.model_fields[name].description or field
+    return desc.split(":")[0].split(",")[0]

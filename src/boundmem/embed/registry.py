@@ -1,0 +1,59 @@
+"""The embedders by name. Every loader takes the Settings; the MiniLM ones share one model per process."""
+from __future__ import annotations
+
+from ..config import Settings
+from ..registry import Registry
+from .base import Embedder
+
+EMBEDDERS: Registry[Embedder] = Registry("embedder", "--embedder or BOUNDMEM_EMBEDDER")
+
+
+def make_embedder(name: str, settings: Settings) -> Embedder:
+    return EMBEDDERS.load(name, settings)
+
+
+def _minilm(backend: str, settings: Settings) -> Embedder:
+    s = settings.embed
+    if backend == "auto":
+        from . import minilm_onnx
+
+        backend = "onnx" if minilm_onnx.available(s.minilm_onnx, s.cache_dir) else "torch"
+    if backend == "onnx":
+        from .minilm_onnx import OnnxMiniLMEmbedder
+
+        return OnnxMiniLMEmbedder(model=s.minilm_onnx, cache_dir=s.cache_dir, threads=s.ort_threads)
+    from .minilm_torch import MiniLMEmbedder
+
+    return MiniLMEmbedder()
+
+
+@EMBEDDERS.register("minilm", "all-MiniLM-L6-v2 on the backend BOUNDMEM_MINILM_BACKEND names (auto: ONNX Runtime "
+                              "when it can run here, else torch)")
+def _minilm_auto(settings: Settings) -> Embedder:
+    return _minilm(settings.embed.minilm_backend, settings)
+
+
+@EMBEDDERS.register("minilm-onnx", "the same on ONNX Runtime")
+def _minilm_onnx(settings: Settings) -> Embedder:
+    return _minilm("onnx", settings)
+
+
+@EMBEDDERS.register("minilm-torch", "the same on torch")
+def _minilm_torch(settings: Settings) -> Embedder:
+    return _minilm("torch", settings)
+
+
+@EMBEDDERS.register("openai", "an OpenAI-compatible /v1/embeddings (BOUNDMEM_EMBED_MODEL, the LLM endpoint and key)")
+def _openai(settings: Settings) -> Embedder:
+    from .openai_compat import OpenAIEmbedder
+
+    key = settings.llm.api_key
+    return OpenAIEmbedder(model=settings.embed.openai_model, base_url=settings.llm.base_url,
+                          api_key=key.get_secret_value() if key else None)
+
+
+@EMBEDDERS.register("hash", "model-free, weak similarity: tests and harness checks only")
+def _hash(settings: Settings) -> Embedder:
+    from .hash import HashEmbedder
+
+    return HashEmbedder()

@@ -1,0 +1,53 @@
+"""The extractors by name. A loader gets the Settings and the embedder the Memory shares (None: the LLM ones)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..config import Settings
+from ..embed.base import Embedder
+from ..registry import Registry
+from .base import Extractor
+
+EXTRACTORS: Registry[Extractor] = Registry("extractor", "--extractor")
+
+
+def make_extractor(name: str, settings: Settings, embedder: Optional[Embedder]) -> Extractor:
+    return EXTRACTORS.load(name, settings, embedder)
+
+
+def _embedder(settings: Settings, embedder: Optional[Embedder]) -> Embedder:
+    if embedder is not None:
+        return embedder
+    from ..embed.registry import make_embedder
+
+    return make_embedder(settings.embed.embedder, settings)
+
+
+@EXTRACTORS.register("local", "offline: MiniLM category index + the lasting-preference model")
+def _local(settings: Settings, embedder: Optional[Embedder]) -> Extractor:
+    from .local import LocalExtractor
+
+    return LocalExtractor(_embedder(settings, embedder))
+
+
+@EXTRACTORS.register("local-lenient", "local without the lasting-preference gate (category score alone)")
+def _local_lenient(settings: Settings, embedder: Optional[Embedder]) -> Extractor:
+    from .local import LocalExtractor
+
+    # CarMem's labels count one-off commands as preferences; this reproduces what a category-only extractor gets there
+    return LocalExtractor(_embedder(settings, embedder), lasting=None)
+
+
+@EXTRACTORS.register("keyword", "vocabulary matching, no model")
+def _keyword(settings: Settings, embedder: Optional[Embedder]) -> Extractor:
+    from .keyword import KeywordExtractor
+
+    return KeywordExtractor()
+
+
+@EXTRACTORS.register("llm", "a forced tool call to the LLM endpoint (BOUNDMEM_LLM_*)")
+def _llm(settings: Settings, embedder: Optional[Embedder]) -> Extractor:
+    from ..llm.registry import make_llm_client
+    from .llm import LLMExtractor
+
+    return LLMExtractor(make_llm_client(settings), shape=settings.llm.tool_shape)
