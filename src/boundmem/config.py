@@ -210,7 +210,8 @@ def cli_settings() -> Settings:
 
 def cli_default(field: Optional[str], choices: Sequence[str] = ()) -> Callable[..., Any]:
     """A typer option callback: an option left out takes Settings' value of `field` ("db", "embed.embedder",
-    "service.keys"; the settings' types are the options' own: str, Path); with `choices` (a registry's), any other name is a usage error that lists them."""
+    "service.keys"; the settings' types are the options' own: str, Path); with `choices` (a registry's), any other
+    name is a usage error that lists them and says where the name came from."""
 
     def fill(ctx, param, value):
         import typer
@@ -238,6 +239,7 @@ def cli_choice(choices: Sequence[str]) -> Callable[..., Any]:
 
 
 def _env_name(field: str) -> str:
+    """The variable behind a field: every field's description starts with it."""
     group, _, name = field.rpartition(".")
     model: Any = Settings if not group else Settings.model_fields[group].annotation
     desc = model.model_fields[name].description or field
