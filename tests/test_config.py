@@ -58,6 +58,11 @@ def test_an_unknown_stage_name_lists_the_choices():
         EMBEDDERS.load("bert", Settings())
 
 
+def test_openai_embeddings_without_a_key_or_endpoint_are_refused_up_front():
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        EMBEDDERS.load("openai", Settings())
+
+
 def test_the_cli_names_an_invalid_variable(tmp_path, monkeypatch):
     from boundmem.cli import app
 

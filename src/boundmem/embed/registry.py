@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..config import Settings
+from ..errors import ConfigError
 from ..registry import Registry
 from .base import Embedder
 
@@ -47,9 +48,11 @@ def _minilm_torch(settings: Settings) -> Embedder:
 def _openai(settings: Settings) -> Embedder:
     from .openai_compat import OpenAIEmbedder
 
-    key = settings.llm.api_key
-    return OpenAIEmbedder(model=settings.embed.openai_model, base_url=settings.llm.base_url,
-                          api_key=key.get_secret_value() if key else None)
+    key, url = settings.llm.api_key, settings.llm.base_url
+    if key is None and url is None:  # the SDK would send its placeholder key to api.openai.com and get a 401 later
+        raise ConfigError("--embedder openai needs a key (BOUNDMEM_LLM_API_KEY or OPENAI_API_KEY) or a local server "
+                          "(BOUNDMEM_LLM_BASE_URL)")
+    return OpenAIEmbedder(model=settings.embed.openai_model, base_url=url, api_key=key.get_secret_value() if key else None)
 
 
 @EMBEDDERS.register("hash", "model-free, weak similarity: tests and harness checks only")
