@@ -45,8 +45,9 @@ class Memory:
     @classmethod
     def local(cls, db: str | Path = "boundmem.db", schema: Optional[Schema] = None,
               settings: Optional[Settings] = None) -> "Memory":
-        """The local (offline) stages on `db`; `settings` default to the environment's, as in `build_memory`."""
-        return build_memory(settings, db=db, schema=schema)
+        """The local (offline) stages and MiniLM on `db`; `settings` (the MiniLM backend, its files) default to the
+        environment's, as in `build_memory`."""
+        return build_memory(settings, db=db, schema=schema, embedder="minilm")
 
     # --- writing ------------------------------------------------------------------------
     def warm(self) -> None:
