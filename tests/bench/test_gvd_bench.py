@@ -168,7 +168,7 @@ def test_cli_rejects_unknown_system(shared_data, tmp_path):
 
 def test_llm_answer_path_is_scored_with_polarity(shared_data):
     """The answer prompt goes through the real client to a scripted server; its reply is what gets scored."""
-    from boundmem.bench.gvd import evaluate_question
+    from boundmem.bench.gvd_eval import evaluate_question
     from boundmem.caim.baselines import MemoryBank
     from boundmem.llm.client import LLMClient
     from boundmem.embed import HashEmbedder
@@ -238,7 +238,7 @@ def test_cv_choice_uses_only_training_users(monkeypatch):
 def test_cv_table_equals_the_real_retrieve_path(shared_data, hash_embedder):
     """A setting's per-question hits in the CV table are what CAIM.retrieve with that setting scores in the bench."""
     from boundmem.bench import gvd_cv
-    from boundmem.bench.gvd import evaluate_question
+    from boundmem.bench.gvd_eval import evaluate_question
     from boundmem.caim.retrieval import RetrievalParams
     from boundmem.caim.system import CAIM
 

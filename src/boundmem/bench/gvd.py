@@ -17,24 +17,17 @@ from typing import Any, Callable, Optional
 
 import typer
 
-from ..caim.base import DialogueMemory, RetrievalResult
+from ..caim.base import DialogueMemory
 from ..config import Settings, cli_settings
 from ..embed.registry import EMBEDDERS as EMBEDDER_REGISTRY
-from .gvd_data import GVDDataError, GVDDataset, GVDQuestion, load_gvd
-from .gvd_metrics import score_answer, score_retrieval
+from .gvd_data import GVDDataError, GVDDataset, load_gvd
+from .gvd_eval import ABSTENTION, evaluate_question
 from .report import Report, Stopwatch, fmt, machine_info, plot_lines, progress, ratio, timing_section, write_json
 
 DEFAULT_SYSTEMS = ("caim", "caim-nocontroller", "caim-notags", "caim-nodates", "caim-nofilter", "caim-raw",
                    "memorybank", "memorybank-forget", "tim")
 EMBEDDERS = EMBEDDER_REGISTRY.choices()
 NO_LLM_MODE = "extractive answer (no LLM)"
-ABSTENTION = "I don't remember that."
-ANSWER_PROMPT = (
-    "You are {user}'s AI companion with a long-term memory. Today is {today}.\n"
-    "Memories that may be relevant:\n{memories}\n\n"
-    "Answer {user}'s message below in one to three sentences, using the memories. If they do not contain the answer, "
-    "say that you don't remember. If the message is a yes/no question, start with Yes or No.\n\n{user}: {question}"
-)
 SYSTEM_NOTES = {
     "caim": "CAIM: memory controller + dense pool re-ranked by tag/date bonuses + relevance cutoff + post-thinking "
             "(src/boundmem/caim).",
@@ -91,39 +84,6 @@ class SystemRun:
     ingest_s: float = 0.0
     question_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def answer_question(llm: Any, user: str, question: str, today: date, result: RetrievalResult) -> str:
-    items = result.items if result.retrieved else []
-    if llm is None:
-        return items[0].text if items else ABSTENTION
-    mem = "\n".join(f"- [{i.timestamp.isoformat() if i.timestamp else 'undated'}] {i.text}" for i in items) or "(none)"
-    prompt = ANSWER_PROMPT.format(user=user, today=today.isoformat(), memories=mem, question=question)
-    return llm.complete([{"role": "user", "content": prompt}]).strip()
-
-
-def _item_json(item) -> dict:
-    return {"id": item.id, "text": item.text[:400], "source_turn_ids": list(item.source_turn_ids),
-            "tags": list(item.tags), "timestamp": item.timestamp.isoformat() if item.timestamp else None,
-            "score": round(float(item.score), 4)}
-
-
-def evaluate_question(system: DialogueMemory, llm: Any, q: GVDQuestion, today: date, k: int) -> dict:
-    result = system.retrieve(q.user, q.question, today, k)
-    answer = answer_question(llm, q.user, q.question, today, result)
-    row: dict[str, Any] = {"qid": q.qid, "user": q.user, "question": q.question, "retrieved": result.retrieved,
-                           "items": [_item_json(i) for i in result.items[:k]], "answer": answer,
-                           "scored": q.gold is not None}
-    if q.gold is None:
-        return row
-    row.update(gold_evidence=list(q.gold.evidence), gold_answer=q.gold.answer, answerable=q.gold.answerable,
-               polarity=q.gold.polarity)
-    if q.gold.evidence:
-        rs = score_retrieval(result, q.gold, k)
-        row.update(hit_at=rs.hit, recall_at=rs.recall, mrr=rs.mrr, first_rank=rs.first_rank)
-    correct, pol_ok = score_answer(answer, q.gold)
-    row.update(correctness=correct, polarity_ok=pol_ok)
-    return row
 
 
 def run_system(name: str, system: DialogueMemory, data: GVDDataset, users: list[str], k: int, llm: Any,

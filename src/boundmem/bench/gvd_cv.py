@@ -213,7 +213,7 @@ def _cv(t: _Table, folds: list[tuple[list[str], list[str]]]) -> dict:
 def _memorybank(embedder: Any, data: GVDDataset, users: list[str], questions: list, today: date, k: int,
                 folds: list[tuple[list[str], list[str]]], seed: int) -> dict:
     from ..caim.baselines import MemoryBank
-    from .gvd import evaluate_question
+    from .gvd_eval import evaluate_question
 
     mb = MemoryBank(embedder, None, forgetting=False, seed=seed)
     for u in users:
@@ -254,7 +254,7 @@ def run_cv(data: GVDDataset, embedder: Any, k: int = 5, n_folds: int = 5, seed: 
     shipped = make()
     p = shipped.params
     # the shipped defaults, in sample: the real retrieve() path on every gold question
-    from .gvd import evaluate_question
+    from .gvd_eval import evaluate_question
 
     for u in users:
         for s in data.users[u].sessions:
