@@ -343,13 +343,3 @@ async def serve_stdio(server: "_Server", max_frame_bytes: int = DEFAULT_MAX_BODY
 
 def run_stdio(server: "_Server", max_frame_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
     anyio.run(serve_stdio, server, max_frame_bytes)
-
-
-def main() -> None:  # `python -m boundmem.service.mcp` for clients that want a plain command
-    from .cli import app
-
-    app(["mcp", *sys.argv[1:]])
-
-
-if __name__ == "__main__":
-    main()
