@@ -112,7 +112,7 @@ def test_forget_and_export(mem):
 
 
 def test_delete_other_users_preference_fails(mem):
-    from boundmem.store.base import NotFoundError
+    from boundmem.errors import NotFoundError
 
     mem.extractor.next = [Candidate(path=CUISINE, attribute="Italian", sentence="I love Italian food")]
     mem.add(conv("c1"), "alice")

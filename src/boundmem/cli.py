@@ -264,7 +264,7 @@ def prefs_export(user: str = USER, db: str = DB, out: Optional[Path] = typer.Opt
 @prefs_app.command("delete")
 def prefs_delete(pref_id: str, user: str = USER, db: str = DB, tenant: Optional[str] = TENANT):
     """Delete one preference (by id or a unique id prefix); it is erased from the audit log too."""
-    from .store.base import NotFoundError
+    from .errors import NotFoundError
 
     store = _store(db)
     user = _existing(store, db, user, tenant)

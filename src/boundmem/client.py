@@ -7,10 +7,11 @@
         c.recall("alice", "Where should we eat?", k=3).hits
 
 Answers are the pydantic models the server itself uses (`boundmem.api_models`, `boundmem.models`). Errors are the
-library's own exception types, so code written against `Memory` catches the same things over HTTP: a missing
-preference or job is a `NotFoundError`, a busy store `StoreBusy` (with `retry_after`), another embedder's store
-`EmbeddingDimensionError`, a failed extraction `ExtractionError`; each is also an `ApiError` carrying the HTTP
-status, the server's `code` and `message`, and the limit that was hit, if any.
+library's own exception types (the `boundmem.errors` tree), so code written against `Memory` catches the same things
+over HTTP: bad input is an `InputError`, a missing preference or job a `NotFoundError`, a busy store `StoreBusy`
+(with `retry_after`), another embedder's store `EmbeddingDimensionError`, a failed extraction or LLM endpoint an
+`UpstreamError` (`ExtractionError`); each is also an `ApiError` carrying the HTTP status, the server's `code` and
+`message`, and the limit that was hit, if any.
 """
 from __future__ import annotations
 
@@ -24,16 +25,17 @@ from pydantic import BaseModel
 
 from .api_models import (ForgetOut, IngestOut, JobOut, OptInOut, OptOutList, OptOutOut, PreferenceList, PreferenceOut,
                          RecallOut, RevokeOut, TokenOut, WhoAmIOut)
+from .errors import BoundmemError, ConflictError, InputError, LimitError, NotFoundError
 from .extract.base import ExtractionError
 from .models import Conversation, UserExport
 from .schema.model import Schema
-from .store.base import EmbeddingDimensionError, NotFoundError, StoreBusy
+from .store.base import EmbeddingDimensionError, StoreBusy
 
 __all__ = ["Client", "AsyncClient", "ApiError", "AuthError", "InvalidRequest", "LimitExceeded", "RateLimited",
            "NotFound", "Busy", "DimensionMismatch", "ExtractionFailed", "Conflict"]
 
 
-class ApiError(Exception):
+class ApiError(BoundmemError):
     """An error answer of the API: `status`, `code` (machine-readable), `message`, `limit` ({name, value} or None)."""
 
     def __init__(self, status: int, code: str, message: str, body: Any = None, retry_after: Optional[float] = None):
@@ -47,15 +49,15 @@ class AuthError(ApiError, PermissionError):
     """401 (missing or invalid key or token) or 403 (a user token acting on another user, or a tenant-only call)."""
 
 
-class InvalidRequest(ApiError, ValueError):
+class InvalidRequest(ApiError, InputError):
     """400 or 422: the request was malformed (the message names the field)."""
 
 
-class LimitExceeded(ApiError, ValueError):
+class LimitExceeded(ApiError, LimitError):
     """413: over a content limit (`limit` names it)."""
 
 
-class RateLimited(ApiError):
+class RateLimited(ApiError, LimitError):
     """429: the tenant is over its rate limit; `retry_after` seconds."""
 
 
@@ -63,7 +65,7 @@ class NotFound(ApiError, NotFoundError):
     """404: no such user, preference, job or category."""
 
 
-class Conflict(ApiError):
+class Conflict(ApiError, ConflictError):
     """409 of another kind than an embedding dimension mismatch."""
 
 

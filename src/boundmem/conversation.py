@@ -7,10 +7,11 @@ from typing import Any, Iterable
 
 from pydantic import ValidationError
 
+from .errors import InputError
 from .models import Conversation, Turn
 
 
-class ConversationFileError(ValueError):
+class ConversationFileError(InputError):
     def __init__(self, file: str, problem: str, line: int | None = None, field: str | None = None):
         self.file, self.line, self.field, self.problem = file, line, field, problem
         where = file + (f", line {line}" if line else "") + (f", field {field!r}" if field else "")

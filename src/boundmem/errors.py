@@ -19,8 +19,12 @@ class LimitError(InputError):
     """The input is valid in form but over a configured limit (size, count, rate)."""
 
 
-class NotFoundError(BoundmemError, LookupError):
-    """What the caller named does not exist (a user, a preference, a job)."""
+class NotFoundError(BoundmemError, KeyError):
+    """What the caller named does not exist (a user, a preference, a job, a thought). A KeyError (so a LookupError)
+    because every not-found type it replaces was one, and callers catch it as such."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; ours is a sentence
+        return str(self.args[0]) if self.args else "not found"
 
 
 class ConflictError(BoundmemError):

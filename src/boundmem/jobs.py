@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Iterator, Optional
 
+from .errors import ConflictError, NotFoundError
 from .models import Conversation, IngestResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,12 +49,11 @@ STATUSES = ("pending", "running", "done", "failed")
 _COLS = "seq, id, user_id, kind, status, result, error, attempts, created_at, started_at, finished_at"
 
 
-class JobNotFound(KeyError):
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "no such job"
+class JobNotFound(NotFoundError):
+    """No such job (for this user)."""
 
 
-class LeaseLost(RuntimeError):
+class LeaseLost(ConflictError):
     """Another worker took the job over (this one's lease expired): the ingest is rolled back."""
 
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import re
 
+from .errors import InputError
+
+
 USER_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}"
 TENANT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 SEP = ":"
@@ -19,7 +22,7 @@ _TENANT_RE = re.compile(TENANT_PATTERN)
 RULE = "1-128 characters: letters, digits and _ . @ + - (not first), nothing else (no ':', no spaces or newlines)"
 
 
-class InvalidUserId(ValueError):
+class InvalidUserId(InputError):
     """A user id (or tenant name) that breaks the rule; the message names the value and the rule."""
 
 

@@ -5,7 +5,8 @@ import pytest
 
 from boundmem.caim.base import DialogueTurn
 from boundmem.caim.models import ThoughtDraft
-from boundmem.caim.store import CAIMStore, NotFound
+from boundmem.caim.store import CAIMStore
+from boundmem.errors import NotFoundError
 from boundmem.caim.system import CAIM
 
 D = date(2023, 5, 1)
@@ -22,11 +23,11 @@ def test_users_never_see_each_other(tmp_path):
         tx.push(D, DialogueTurn(id="2023-05-01#0", query="hi", response="hello"))
     with s.tx("bob") as tx:
         assert tx.thoughts() == [] and tx.stm() == []
-        with pytest.raises(NotFound):
+        with pytest.raises(NotFoundError):
             tx.get(a.id)
-        with pytest.raises(NotFound):
+        with pytest.raises(NotFoundError):
             tx.delete(a.id)
-        with pytest.raises(NotFound):
+        with pytest.raises(NotFoundError):
             tx.update(a.id, text="hacked", tags=(), timestamp=D, sources=())
         tx.forget()
     assert [t.text for t in s.thoughts("alice")] == ["User likes jazz"]

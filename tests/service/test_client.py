@@ -14,7 +14,8 @@ from boundmem.client import (ApiError, AuthError, Busy, DimensionMismatch, Extra
 from boundmem.extract.base import ExtractionError
 from boundmem.models import UserExport
 from boundmem.service.app import create_app
-from boundmem.store.base import EmbeddingDimensionError, NotFoundError, StoreBusy
+from boundmem.errors import NotFoundError
+from boundmem.store.base import EmbeddingDimensionError, StoreBusy
 
 from .conftest import KEY_A, KEY_B, KEYS
 

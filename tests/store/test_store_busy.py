@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from boundmem.schema.model import CategoryPath
-from boundmem.store.base import StoreBusy, StoreError
+from boundmem.errors import StoreError
+from boundmem.store.base import StoreBusy
 from boundmem.store.sqlite import SQLiteStore
 
 PATH = CategoryPath(main="entertainment", sub="music", detail="genre")

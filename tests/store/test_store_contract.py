@@ -13,7 +13,8 @@ import pytest
 
 from boundmem.models import UserExport
 from boundmem.schema.model import CategoryPath
-from boundmem.store.base import EmbeddingDimensionError, NotFoundError, OptedOutError, Store, StoreError
+from boundmem.errors import NotFoundError, StoreError
+from boundmem.store.base import EmbeddingDimensionError, OptedOutError, Store
 
 DIM = 8
 MUSIC = CategoryPath(main="entertainment", sub="music", detail="genre")

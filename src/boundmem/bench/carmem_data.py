@@ -11,6 +11,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from ..errors import InputError
 from ..conversation import ConversationFileError, parse_conversation
 from ..models import Conversation
 from ..schema.model import CategoryPath, Schema, UnknownCategoryError
@@ -19,7 +20,7 @@ Split = Literal["test", "train"]
 TEST_USERS = 50  # the authors' code evaluates lines[:50]; the other 50 are never used by them
 
 
-class CarMemDataError(ValueError):
+class CarMemDataError(InputError):
     def __init__(self, file: str, problem: str, line: Optional[int] = None, field: Optional[str] = None):
         where = file + (f", line {line}" if line else "") + (f", field {field!r}" if field else "")
         super().__init__(f"{where}: {problem}")

@@ -15,6 +15,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from ..errors import InputError
 from ..caim.base import DialogueTurn
 
 HISTORY_FILE = "memory_bank_en.json"
@@ -23,7 +24,7 @@ GOLD_FILE = "gold_en.jsonl"
 _EVIDENCE = re.compile(r"^(\d{4}-\d{2}-\d{2})#(\d+)$")
 
 
-class GVDDataError(ValueError):
+class GVDDataError(InputError):
     """Malformed GVD data; the message names the file, line (for jsonl) and field."""
 
 

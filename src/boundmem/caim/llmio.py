@@ -9,8 +9,10 @@ import json
 import re
 from typing import Any, Protocol
 
+from ..errors import UpstreamError
 
-class CAIMLLMError(RuntimeError):
+
+class CAIMLLMError(UpstreamError):
     """The LLM's reply for a CAIM step was not the JSON that step needs (or the call failed)."""
 
     def __init__(self, step: str, problem: str, raw: str = ""):

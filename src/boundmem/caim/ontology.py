@@ -15,8 +15,10 @@ from typing import Iterable, Union
 
 from pydantic import BaseModel, Field, ValidationError
 
+from ..errors import InputError
 
-class OntologyError(ValueError):
+
+class OntologyError(InputError):
     """An ontology file is malformed or a tag is not in the ontology."""
 
 

@@ -13,11 +13,12 @@ from datetime import date
 from pathlib import Path
 from typing import Any, Union
 
+from ..errors import InputError
 from .base import DialogueTurn
 from .models import turn_id
 
 
-class SessionFileError(ValueError):
+class SessionFileError(InputError):
     """The file is not a dialogue file; the message names the file and the offending place."""
 
 

@@ -17,6 +17,7 @@ from datetime import date
 from pathlib import Path
 from typing import Iterator, Union
 
+from ..errors import NotFoundError
 from .base import DialogueTurn
 from .models import Thought, ThoughtDraft, utcnow
 
@@ -33,10 +34,6 @@ CREATE TABLE IF NOT EXISTS caim_stm (
   query TEXT NOT NULL, response TEXT NOT NULL, PRIMARY KEY (user, seq));
 """
 _COLS = "id, user, text, tags, day, sources, created_at, updated_at"
-
-
-class NotFound(KeyError):
-    pass
 
 
 def _row(r) -> Thought:
@@ -63,7 +60,7 @@ class CAIMTx:
     def get(self, thought_id: str) -> Thought:
         r = self.con.execute(f"SELECT {_COLS} FROM caim_thoughts WHERE id=? AND user=?", (thought_id, self.user)).fetchone()
         if r is None:
-            raise NotFound(f"no thought {thought_id!r} for user {self.user!r}")
+            raise NotFoundError(f"no thought {thought_id!r} for user {self.user!r}")
         return _row(r)
 
     def insert(self, d: ThoughtDraft) -> Thought:
@@ -174,4 +171,4 @@ class CAIMStore:
             self._con.close()
 
 
-__all__ = ["CAIMStore", "CAIMTx", "NotFound"]
+__all__ = ["CAIMStore", "CAIMTx"]

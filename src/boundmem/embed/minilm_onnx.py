@@ -32,6 +32,7 @@ from typing import Optional
 import numpy as np
 
 from ..config import DEFAULT_CACHE_DIR
+from ..errors import UpstreamError
 from .base import CachedEmbedder
 
 MAX_TOKENS = 256   # sentence-transformers' max_seq_length for this model
@@ -39,7 +40,7 @@ FP32_NAME = "all-MiniLM-L6-v2-fp32.onnx"
 TOKENIZER = Path(__file__).parent / "data" / "minilm-tokenizer.json"
 
 
-class OnnxModelUnavailable(RuntimeError):
+class OnnxModelUnavailable(UpstreamError):
     """No usable ONNX file for MiniLM, with what to install or set to get one."""
 
 

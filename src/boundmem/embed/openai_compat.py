@@ -10,12 +10,15 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..errors import UpstreamError
+
+
 # Output sizes of the common OpenAI models, so `dim` is known before the first request.
 KNOWN_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
 
 
-class EmbeddingError(RuntimeError):
-    pass
+class EmbeddingError(UpstreamError):
+    """The embedding endpoint failed (timeout, HTTP error) or answered with unusable vectors."""
 
 
 class OpenAIEmbedder:

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from ..errors import UpstreamError
 from ..models import Candidate, Conversation
 from ..schema.model import Schema
 
 
-class ExtractionError(Exception):
-    """The extractor could not produce valid output (e.g. an LLM's tool call stayed invalid after the retry)."""
+class ExtractionError(UpstreamError):
+    """The extractor could not produce valid output (e.g. an LLM's tool call stayed invalid after the retry). An
+    upstream failure: the model behind the extractor, not the caller's conversation, is at fault."""
 
 
 @runtime_checkable

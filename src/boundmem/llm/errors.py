@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..errors import UpstreamError
 
-class LLMError(Exception):
+
+class LLMError(UpstreamError):
     """The LLM endpoint could not give an answer (transport, HTTP status, configuration)."""
 
     def __init__(self, message: str, *, model: str = "", endpoint: str = "", status: Optional[int] = None):

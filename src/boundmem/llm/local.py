@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..config import LocalLLMSettings, environment_with
+from ..errors import UpstreamError
 
 SERVER_PACKAGE = "llama-cpp-python[server]==0.3.36"
 SERVER_VERSION = "0.3.36"
@@ -68,7 +69,7 @@ MODELS: dict[str, PinnedModel] = {m.alias: m for m in (
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 
 
-class LocalLLMError(Exception):
+class LocalLLMError(UpstreamError):
     """Installing, verifying or starting the local server failed; the message says what and where."""
 
 

@@ -33,6 +33,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from ..errors import BoundmemError
 from ..memory import Memory
 from ..models import Conversation, RecallHit, Turn
 from ..schema.model import UnknownCategoryError
@@ -47,7 +48,10 @@ USER_HEADER = "x-boundmem-user"
 MEMORY_HEADER = "What you remember about this user (their own words; use it only where it helps):"
 
 
-class ProxyError(Exception):
+class ProxyError(BoundmemError):
+    """An answer of the proxy in OpenAI's error shape; it carries its own status (auth, input, size), so it sits
+    at the root rather than under one cause."""
+
     def __init__(self, status: int, message: str, code: str, type_: str = "invalid_request_error"):
         self.status, self.message, self.code, self.type = status, message, code, type_
         super().__init__(message)

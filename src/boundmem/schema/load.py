@@ -9,10 +9,11 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from ..errors import InputError
 from .model import Schema, slug
 
 
-class SchemaFileError(ValueError):
+class SchemaFileError(InputError):
     """A schema file is malformed. The message names the file, the line (when known) and the field."""
 
     def __init__(self, file: str, problem: str, line: int | None = None, field: str | None = None):

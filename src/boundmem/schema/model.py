@@ -13,6 +13,8 @@ from typing import Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..errors import InputError
+
 
 def slug(name: str) -> str:
     """A stable snake_case key for a display name ("Charging Station(in public)" -> "charging_station_in_public")."""
@@ -92,7 +94,9 @@ class DetailRef(BaseModel):
         return CategoryPath(main=self.main.key, sub=self.sub.key, detail=self.detail.key)
 
 
-class UnknownCategoryError(KeyError):
+class UnknownCategoryError(InputError, KeyError):
+    """A category key, name or path the schema does not hold. Bad input; a KeyError too, as it always was."""
+
     def __str__(self) -> str:  # KeyError quotes its message; we want it readable
         return str(self.args[0]) if self.args else "unknown category"
 

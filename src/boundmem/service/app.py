@@ -33,7 +33,7 @@ from ..memory import Memory
 from ..models import AuditEntry, Conversation, Preference, UserExport
 from ..schema.model import Schema, UnknownCategoryError
 from ..store import base as store_base
-from ..store.base import NotFoundError
+from ..errors import NotFoundError
 from ..user_id import RULE as USER_ID_RULE
 from ..user_id import USER_ID_PATTERN, check_user_id, namespaced
 from . import jobs_api

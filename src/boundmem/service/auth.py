@@ -17,6 +17,7 @@ import tomllib
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
+from ..errors import ConfigError
 from ..user_id import TENANT_PATTERN, USER_ID_PATTERN, InvalidUserId, namespaced, valid_tenant, valid_user_id
 
 __all__ = ["KeyRing", "KeysFileError", "USER_ID_PATTERN", "TENANT_PATTERN", "InvalidUserId", "namespaced",
@@ -24,8 +25,8 @@ __all__ = ["KeyRing", "KeysFileError", "USER_ID_PATTERN", "TENANT_PATTERN", "Inv
 MIN_KEY_LENGTH = 16
 
 
-class KeysFileError(ValueError):
-    pass
+class KeysFileError(ConfigError):
+    """The keys file is missing or malformed; the message names the file and the problem."""
 
 
 def _digest(key: str) -> str:

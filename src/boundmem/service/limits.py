@@ -15,6 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
+from ..errors import LimitError
+
+
 DEFAULT_MAX_BODY_BYTES = 1_000_000
 DEFAULT_RATE = 20.0     # requests/s per tenant; on by default (0 or None turns it off)
 DEFAULT_BURST = 40
@@ -68,7 +71,7 @@ def error_body(code: str, message: str, limit: Optional[dict] = None, detail: An
 
 
 @dataclass
-class LimitExceeded(Exception):
+class LimitExceeded(LimitError):
     """A request over one of the content limits; `name` is the setting (and the JSON `code`)."""
 
     name: str

@@ -32,9 +32,9 @@ except ImportError:  # mcp 1.x
     from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
 from mcp.server.stdio import stdio_server
 
+from ..errors import NotFoundError
 from ..memory import Memory
 from ..models import Conversation, Turn
-from ..store.base import NotFoundError
 from ..user_id import check_user_id, namespaced
 from .limits import (DEFAULT_MAX_BODY_BYTES, ContentLimits, LimitExceeded, dimension_error, is_store_busy,
                      retry_after)

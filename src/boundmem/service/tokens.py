@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from ..errors import InputError
 from ..user_id import InvalidUserId, check_tenant, check_user_id
 
 PREFIX = "bmu1"
@@ -34,7 +35,7 @@ MAX_TTL = 24 * 3600
 MIN_SECRET_BYTES = 32
 
 
-class TokenError(ValueError):
+class TokenError(InputError):
     """A token that is malformed, forged, expired or revoked; the message says which (never the secret)."""
 
 

@@ -1,6 +1,4 @@
-from .base import (AuditCheck, EmbeddingDimensionError, NotFoundError, OptedOutError, Store, StoreBusy, StoreError,
-                   StoreTx, blocking_rule, unit)
+from .base import AuditCheck, EmbeddingDimensionError, OptedOutError, Store, StoreBusy, StoreTx, blocking_rule, unit
 from .sqlite import SQLiteStore
 
-__all__ = ["AuditCheck", "EmbeddingDimensionError", "NotFoundError", "OptedOutError", "Store", "StoreBusy", "StoreError",
-           "StoreTx", "blocking_rule", "unit", "SQLiteStore"]
+__all__ = ["AuditCheck", "EmbeddingDimensionError", "OptedOutError", "Store", "StoreBusy", "StoreTx", "blocking_rule", "unit", "SQLiteStore"]

@@ -17,16 +17,14 @@ from typing import Optional, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..errors import ConflictError, StoreError
 from ..models import AuditEntry, Preference, UserExport
 from ..schema.model import CategoryPath
 
 
-class StoreError(Exception):
-    pass
-
-
-class OptedOutError(StoreError):
-    """A write into a category the user opted out of. Nothing was written."""
+class OptedOutError(ConflictError):
+    """A write into a category the user opted out of. Nothing was written. A conflict, not bad input: the write is
+    well-formed; what forbids it is consent the store holds."""
 
     def __init__(self, user: str, path: CategoryPath | str, rule: str):
         self.user, self.path, self.rule = user, str(path), rule
@@ -42,17 +40,13 @@ class StoreBusy(StoreError):
         super().__init__(f"{message}; retry in {retry_after:g} s")
 
 
-class EmbeddingDimensionError(StoreError):
-    """A vector of another dimension than the store's embeddings: the memory was filled by another embedder."""
+class EmbeddingDimensionError(ConflictError, StoreError):
+    """A vector of another dimension than the store's embeddings: the memory was filled by another embedder. A
+    conflict with what is stored (409); still a StoreError for callers that catch the store's errors."""
 
     def __init__(self, stored: int, got: int, message: str):
         self.stored, self.got = stored, got
         super().__init__(message)
-
-
-class NotFoundError(StoreError, KeyError):
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "not found"
 
 
 @runtime_checkable

@@ -38,8 +38,9 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
+from ..errors import NotFoundError, StoreError
 from ..models import AuditEntry, Preference, UserExport, utcnow
-from .base import AuditCheck, NotFoundError, StoreBusy, StoreError, unit
+from .base import AuditCheck, StoreBusy, unit
 from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, dim_mismatch, load_keys, migrate_legacy,
                      row_to_pref, stack, verify_log)
 

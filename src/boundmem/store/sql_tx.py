@@ -18,9 +18,10 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ..errors import NotFoundError, StoreError
 from ..models import AuditEntry, Preference
 from ..schema.model import CategoryPath
-from .base import AuditCheck, EmbeddingDimensionError, NotFoundError, OptedOutError, StoreError, blocking_rule, unit
+from .base import AuditCheck, EmbeddingDimensionError, OptedOutError, blocking_rule, unit
 
 
 def row_to_pref(r) -> Preference:
