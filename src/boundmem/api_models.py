@@ -93,6 +93,7 @@ class ErrorOut(BaseModel):
     message: str
     code: str
     limit: Optional[dict] = Field(None, description="The limit that was hit: {name, value}.")
+    upstream: Optional[str] = Field(None, description="What failed upstream (a 502), e.g. 'the language model endpoint'.")
 
 
 class TokenRequest(BaseModel):

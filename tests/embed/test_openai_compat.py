@@ -132,10 +132,11 @@ def test_malformed_responses_raise_clear_errors(server, mode):
     assert not e._cache  # nothing half-cached from a bad response
 
 
-def test_server_error_propagates_as_sdk_error(server):
+def test_server_error_is_an_embedding_error_caused_by_the_sdk_error(server):
     import openai
 
     e = OpenAIEmbedder(model="test-embed", base_url=server.url, max_retries=0)
     server.mode = "error"
-    with pytest.raises(openai.APIStatusError):
+    with pytest.raises(EmbeddingError, match="test-embed") as err:
         e.embed(["one"])
+    assert isinstance(err.value.__cause__, openai.APIStatusError)

@@ -15,6 +15,8 @@ from ..errors import UpstreamError
 class CAIMLLMError(UpstreamError):
     """The LLM's reply for a CAIM step was not the JSON that step needs (or the call failed)."""
 
+    upstream = "the language model"
+
     def __init__(self, step: str, problem: str, raw: str = ""):
         self.step, self.problem, self.raw = step, problem, raw
         snippet = (raw[:200] + "...") if len(raw) > 200 else raw

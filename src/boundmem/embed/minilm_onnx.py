@@ -43,6 +43,9 @@ TOKENIZER = Path(__file__).parent / "data" / "minilm-tokenizer.json"
 class OnnxModelUnavailable(UpstreamError):
     """No usable ONNX file for MiniLM, with what to install or set to get one."""
 
+    code = "embedding_unavailable"
+    upstream = "the embedding model"
+
 
 @dataclass(frozen=True)
 class ModelSource:

@@ -20,6 +20,9 @@ KNOWN_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "t
 class EmbeddingError(UpstreamError):
     """The embedding endpoint failed (timeout, HTTP error) or answered with unusable vectors."""
 
+    code = "embedding_unavailable"
+    upstream = "the embedding endpoint"
+
 
 class OpenAIEmbedder:
     """`Embedder` over the openai SDK; batches requests, unit-normalises, caches per text."""
@@ -60,8 +63,14 @@ class OpenAIEmbedder:
     def _request(self, batch: list[str]) -> np.ndarray:
         # the API rejects empty strings; a single space embeds to "nothing" consistently
         # "float" explicitly: the SDK defaults to base64, which several compatible servers lack
-        resp = self.client.embeddings.create(model=self.model, input=[t if t.strip() else " " for t in batch],
-                                             encoding_format="float")
+        from openai import APIError
+
+        try:
+            resp = self.client.embeddings.create(model=self.model, input=[t if t.strip() else " " for t in batch],
+                                                 encoding_format="float")
+        except APIError as e:   # timeouts, refused connections, HTTP errors: the endpoint failed, not the caller
+            raise EmbeddingError(f"the embedding endpoint failed for model {self.model!r} at "
+                                 f"{getattr(self.client, 'base_url', '?')}: {type(e).__name__}: {e}") from e
         data = sorted(resp.data, key=lambda d: d.index)
         if len(data) != len(batch):
             raise EmbeddingError(f"embedding server returned {len(data)} vectors for {len(batch)} texts")

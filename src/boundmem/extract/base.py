@@ -12,6 +12,9 @@ class ExtractionError(UpstreamError):
     """The extractor could not produce valid output (e.g. an LLM's tool call stayed invalid after the retry). An
     upstream failure: the model behind the extractor, not the caller's conversation, is at fault."""
 
+    code = "extraction_failed"
+    upstream = "the extractor's model"
+
 
 @runtime_checkable
 class Extractor(Protocol):

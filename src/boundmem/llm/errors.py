@@ -13,6 +13,9 @@ from ..errors import UpstreamError
 class LLMError(UpstreamError):
     """The LLM endpoint could not give an answer (transport, HTTP status, configuration)."""
 
+    code = "llm_unavailable"
+    upstream = "the language model endpoint"
+
     def __init__(self, message: str, *, model: str = "", endpoint: str = "", status: Optional[int] = None):
         self.model, self.endpoint, self.status = model, endpoint, status
         where = f" (model {model!r} at {endpoint})" if model or endpoint else ""

@@ -72,6 +72,8 @@ DEFAULT_MODEL = "qwen2.5-coder-0.5b"
 class LocalLLMError(UpstreamError):
     """Installing, verifying or starting the local server failed; the message says what and where."""
 
+    upstream = "the local LLM server"
+
 
 def home() -> Path:
     """The default folder; `boundmem llm local --home` or BOUNDMEM_LLM_HOME (settings.llm_local.home) choose another."""

@@ -37,7 +37,7 @@ from ..errors import BoundmemError
 from ..memory import Memory
 from ..models import Conversation, RecallHit, Turn
 from ..schema.model import UnknownCategoryError
-from ..service.app import MemorySource, _Lazy
+from ..service.deps import LazyMemory, MemorySource
 from ..service.auth import KeyRing
 from ..service.jobs_api import run_worker
 from ..service.tokens import TokenError, TokenIssuer, looks_like_token
@@ -136,7 +136,7 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
     """The proxy app. `upstream`: the model server's OpenAI base URL (e.g. http://127.0.0.1:11434/v1)."""
     ring = keys if isinstance(keys, KeyRing) else KeyRing(keys)
     tokens = tokens or TokenIssuer()
-    get_memory = _Lazy(memory)
+    get_memory = LazyMemory(memory)
     base = upstream.rstrip("/")
     app = FastAPI(title="boundmem proxy", version="1", docs_url=None, redoc_url=None)
     state: dict[str, Any] = {}

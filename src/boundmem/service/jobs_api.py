@@ -1,20 +1,18 @@
 """Asynchronous ingestion over HTTP: `POST /v1/users/{user}/conversations?async=true` answers 202 with a job at once,
-`GET /v1/users/{user}/jobs/{job_id}` follows it. The queue is the store's jobs table (`boundmem.jobs`), drained by a
-worker thread of the server, started with the app (so jobs left by a previous process are run) and on the first
-submit.
-
-No `from __future__ import annotations`: FastAPI resolves the Annotated aliases at runtime.
+`GET /v1/users/{user}/jobs/{job_id}` (routes/jobs.py) follows it. The queue is the store's jobs table
+(`boundmem.jobs`), drained by a worker thread of the server, started with the app (so jobs left by a previous process
+are run) and on the first submit.
 """
 
 import logging
 import threading
-from typing import Annotated, Any, Callable
+from typing import Callable
 
-from fastapi import FastAPI, HTTPException, Path, status
+from fastapi import FastAPI, status
 from fastapi.responses import JSONResponse
 
 from ..api_models import JobOut
-from ..jobs import Job, JobNotFound
+from ..jobs import Job
 from ..memory import Memory
 from ..models import Conversation
 
@@ -37,7 +35,7 @@ def accepted(mem: Memory, user: str, ns: str, conv: Conversation) -> JSONRespons
 
 def run_worker(app: FastAPI, memory: Callable[[], Memory]) -> None:
     """Start the job worker with the app (so jobs left by an earlier process are run) and stop it at shutdown.
-    `memory`: the app's lazily built Memory (`service.app._Lazy`)."""
+    `memory`: the app's lazily built Memory (`service.deps.LazyMemory`)."""
     lock, running = threading.Lock(), threading.Event()
 
     def start_worker() -> None:
@@ -62,19 +60,3 @@ def run_worker(app: FastAPI, memory: Callable[[], Memory]) -> None:
 
     app.router.on_startup.append(_start)
     app.router.on_shutdown.append(_stop)
-
-
-def install(app: FastAPI, *, Subj: Any, Mem: Any, memory: Callable[[], Memory], not_found: dict) -> None:  # noqa: N803
-    """Add the jobs route and the worker's start and stop to `app` (`Subj`, `Mem`: the app's dependency aliases,
-    `memory`: the app's lazily built Memory)."""
-    run_worker(app, memory)
-
-    @app.get("/v1/users/{user}/jobs/{job_id}", response_model=JobOut, tags=["memory"], responses=not_found)
-    def get_job(job_id: Annotated[str, Path(max_length=64)], s: Subj, mem: Mem) -> JobOut:
-        """An ingestion job queued with `POST .../conversations?async=true`: pending, running, done (with what was
-        done where, never the user's words) or failed (with the error)."""
-        try:
-            job = mem.job(job_id, s.ns)
-        except JobNotFound as e:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, f"no job {job_id!r} for user {s.user!r}") from e
-        return job_out(job, s.user)

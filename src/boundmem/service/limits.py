@@ -61,12 +61,16 @@ def retry_after(exc: BaseException) -> int:
     return max(1, math.ceil(hint)) if isinstance(hint, (int, float)) and hint > 0 else STORE_BUSY_RETRY_AFTER
 
 
-def error_body(code: str, message: str, limit: Optional[dict] = None, detail: Any = None) -> dict:
+def error_body(code: str, message: str, limit: Optional[dict] = None, detail: Any = None,
+               upstream: Optional[str] = None) -> dict:
     """The one JSON shape of every error the service answers: a machine-readable `code`, a `message` for people,
-    the `limit` that was hit (name and value) when one was, and `detail` (the message, or validation details)."""
+    the `limit` that was hit (name and value) when one was, the `upstream` that failed when one did, and `detail`
+    (the message, or validation details)."""
     body: dict = {"detail": message if detail is None else detail, "message": message, "code": code}
     if limit is not None:
         body["limit"] = limit
+    if upstream is not None:
+        body["upstream"] = upstream
     return body
 
 
@@ -84,6 +88,10 @@ class LimitExceeded(LimitError):
                 "max_total_chars": "{a} characters in all turns", "max_body_bytes": "a body of {a} bytes",
                 "max_utterance_chars": "an utterance of {a} characters"}[self.name].format(a=self.actual)
         return f"{what} is over the limit {self.name}={self.value}"
+
+    @property
+    def code(self) -> str:   # type: ignore[override]  # the limit's name is the JSON code
+        return self.name
 
     def body(self) -> dict:
         return error_body(self.name, str(self), {"name": self.name, "value": self.value})

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ..user_id import InvalidUserId, check_tenant, check_user_id
 
 PREFIX = "bmu1"
@@ -66,9 +66,9 @@ def load_secret(path: str | Path) -> bytes:
     try:
         data = p.read_bytes().strip()
     except OSError as e:
-        raise ValueError(f"{p}: cannot read token secret ({e.strerror})") from e
+        raise ConfigError(f"{p}: cannot read token secret ({e.strerror})") from e
     if len(data) < MIN_SECRET_BYTES:
-        raise ValueError(f"{p}: a token secret must be at least {MIN_SECRET_BYTES} bytes, got {len(data)}")
+        raise ConfigError(f"{p}: a token secret must be at least {MIN_SECRET_BYTES} bytes, got {len(data)}")
     return data
 
 
@@ -107,9 +107,9 @@ class TokenIssuer:
         if secret is None:
             secret = os.urandom(MIN_SECRET_BYTES)
         if len(secret) < MIN_SECRET_BYTES:
-            raise ValueError(f"a token secret must be at least {MIN_SECRET_BYTES} bytes")
+            raise ConfigError(f"a token secret must be at least {MIN_SECRET_BYTES} bytes")
         if not 1 <= default_ttl <= max_ttl:
-            raise ValueError(f"token lifetimes must satisfy 1 <= default ({default_ttl}) <= max ({max_ttl})")
+            raise ConfigError(f"token lifetimes must satisfy 1 <= default ({default_ttl}) <= max ({max_ttl})")
         self._secret = secret
         self.generations = generations or Generations()
         self.default_ttl, self.max_ttl, self._clock = default_ttl, max_ttl, clock
@@ -120,7 +120,7 @@ class TokenIssuer:
     def mint(self, tenant: str, user: str, ttl: Optional[int] = None) -> tuple[str, UserToken]:
         ttl = self.default_ttl if ttl is None else int(ttl)
         if not 1 <= ttl <= self.max_ttl:
-            raise ValueError(f"token lifetime must be 1..{self.max_ttl} s, got {ttl}")
+            raise InputError(f"token lifetime must be 1..{self.max_ttl} s, got {ttl}")
         now = int(self._clock())
         tok = UserToken(check_tenant(tenant), check_user_id(user), self.generations.current(tenant, user), now, now + ttl)
         payload = json.dumps({"t": tok.tenant, "u": tok.user, "g": tok.generation, "iat": tok.issued_at,

@@ -26,6 +26,8 @@ class OptedOutError(ConflictError):
     """A write into a category the user opted out of. Nothing was written. A conflict, not bad input: the write is
     well-formed; what forbids it is consent the store holds."""
 
+    code = "opted_out"
+
     def __init__(self, user: str, path: CategoryPath | str, rule: str):
         self.user, self.path, self.rule = user, str(path), rule
         super().__init__(f"user {user!r} opted out of {rule!r}; refusing to store into {path}")
@@ -35,6 +37,8 @@ class StoreBusy(StoreError):
     """The write lock is held by someone else (another process, a long transaction) for longer than the store
     waits. Nothing was written; the same call may succeed after `retry_after` seconds."""
 
+    code = "store_busy"
+
     def __init__(self, message: str, retry_after: float = 2.0):
         self.retry_after = retry_after
         super().__init__(f"{message}; retry in {retry_after:g} s")
@@ -43,6 +47,8 @@ class StoreBusy(StoreError):
 class EmbeddingDimensionError(ConflictError, StoreError):
     """A vector of another dimension than the store's embeddings: the memory was filled by another embedder. A
     conflict with what is stored (409); still a StoreError for callers that catch the store's errors."""
+
+    code = "embedding_dimension_mismatch"
 
     def __init__(self, stored: int, got: int, message: str):
         self.stored, self.got = stored, got

@@ -1,0 +1,42 @@
+"""Memory: learn from a conversation (at once, or queued as a job), recall what is relevant to an utterance.
+
+No `from __future__ import annotations`: FastAPI resolves the Annotated aliases at runtime."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from ...api_models import ConversationIn, ErrorOut, IngestOut, JobOut, RecallHitOut, RecallOut, RecallRequest
+from ...models import Conversation
+from .. import jobs_api
+from ..deps import Limits, Mem, Subj
+from .preferences import preference_out
+
+router = APIRouter(tags=["memory"])
+
+
+@router.post("/v1/users/{user}/conversations", response_model=IngestOut,
+             responses={502: {"model": ErrorOut}, 202: {"model": JobOut}})
+def add_conversation(body: ConversationIn, s: Subj, mem: Mem, limits: Limits,
+                     run_async: Annotated[bool, Query(alias="async", description=(
+                         "Answer 202 with a job at once; a worker applies it (durable, in order per user). "
+                         "Follow it at GET /v1/users/{user}/jobs/{id}."))] = False) -> IngestOut:
+    """Extract preferences from a conversation and store them (all of them or none). Over a content limit
+    (`max_turns`, `max_turn_chars`, `max_total_chars`): 413 naming it, nothing read or stored. The extractor's
+    model or the embedding endpoint failing: 502 naming which, nothing stored."""
+    limits.check_turns(t.text for t in body.turns)
+    conv = Conversation(id=body.id, turns=tuple(body.turns), at=body.at)
+    if run_async:
+        return jobs_api.accepted(mem, s.user, s.ns, conv)
+    r = mem.add(conv, s.ns)
+    return IngestOut(user=s.user, conversation_id=r.conversation_id, decisions=r.decisions, blocked=r.blocked,
+                     consent=r.consent)
+
+
+@router.post("/v1/users/{user}/recall", response_model=RecallOut)
+def recall(body: RecallRequest, s: Subj, mem: Mem, limits: Limits) -> RecallOut:
+    """The stored preferences most relevant to what the user just said."""
+    limits.check_utterance(body.utterance)
+    hits = mem.recall(body.utterance, s.ns, k=body.k)
+    return RecallOut(user=s.user, hits=[RecallHitOut(preference=preference_out(mem, h.preference, s.user), score=h.score)
+                                        for h in hits])

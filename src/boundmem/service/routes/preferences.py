@@ -1,0 +1,63 @@
+"""Transparency and control: what is stored about a user, with the sentence it came from; delete one preference,
+export everything, forget the user.
+
+No `from __future__ import annotations`: FastAPI resolves the Annotated aliases at runtime."""
+
+from typing import Annotated, Optional
+
+from fastapi import APIRouter, Path, Query
+
+from ...api_models import ForgetOut, PreferenceList, PreferenceOut
+from ...memory import Memory
+from ...models import AuditEntry, Preference, UserExport
+from ...schema.model import UnknownCategoryError
+from ..deps import Mem, Subj
+from ..error_handlers import NOT_FOUND
+
+router = APIRouter(tags=["transparency"])
+
+
+def preference_out(mem: Memory, p: Preference, user: str) -> PreferenceOut:
+    """A stored preference as the API shows it: the caller's user id and the category's names."""
+    try:
+        ref = mem.schema.resolve(p.path)
+        cat = f"{ref.main.name} > {ref.sub.name} > {ref.detail.name}"
+    except UnknownCategoryError:   # stored under another version of the schema: still shown
+        cat = str(p.path)
+    return PreferenceOut(id=p.id, user=user, path=p.path, category=cat, attribute=p.attribute, sentence=p.sentence,
+                         conversation_id=p.conversation_id, created_at=p.created_at, updated_at=p.updated_at)
+
+
+@router.get("/v1/users/{user}/preferences", response_model=PreferenceList)
+def list_preferences(s: Subj, mem: Mem,
+                     category: Annotated[Optional[str], Query(max_length=300, description="Only under this main/sub/detail category.")] = None) -> PreferenceList:
+    """Every stored preference, with the sentence it came from. An unknown `category`: 422 naming it."""
+    prefs = mem.preferences(s.ns, category)
+    return PreferenceList(user=s.user, preferences=[preference_out(mem, p, s.user) for p in prefs])
+
+
+@router.delete("/v1/users/{user}/preferences/{pref_id}", response_model=PreferenceOut, responses=NOT_FOUND)
+def delete_preference(pref_id: Annotated[str, Path(max_length=100)], s: Subj, mem: Mem) -> PreferenceOut:
+    """Delete one preference; returns what was deleted."""
+    return preference_out(mem, mem.delete(s.ns, pref_id), s.user)
+
+
+@router.get("/v1/users/{user}/export", response_model=UserExport)
+def export(s: Subj, mem: Mem) -> UserExport:
+    """Everything held about the user: preferences, opt-outs and the audit log."""
+    ns = s.ns
+    e = mem.export(ns)
+
+    def scrub(d: Optional[dict]) -> Optional[dict]:
+        return None if d is None else {k: (s.user if k == "user" and v == ns else v) for k, v in d.items()}
+
+    return UserExport(user=s.user, exported_at=e.exported_at, opt_outs=e.opt_outs,
+                      preferences=[p.model_copy(update={"user": s.user}) for p in e.preferences],
+                      audit=[AuditEntry(**{**a.model_dump(), "user": s.user, "before": scrub(a.before), "after": scrub(a.after)})
+                             for a in e.audit], consents=e.consents)
+
+
+@router.delete("/v1/users/{user}", response_model=ForgetOut)
+def forget(s: Subj, mem: Mem) -> ForgetOut:
+    """Erase everything stored about the user (the erasure itself stays recorded)."""
+    return ForgetOut(user=s.user, erased=mem.forget(s.ns))
