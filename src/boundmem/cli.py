@@ -10,17 +10,33 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
 from .config import cli_choice, cli_default, cli_settings
-from .conversation import ConversationFileError, read_conversations
+from .conversation import read_conversations
 from .embed.registry import EMBEDDERS
+from .errors import BoundmemError, InputError, NotFoundError, UpstreamError, exit_code
 from .extract.registry import EXTRACTORS
 from .maintain.registry import MAINTAINERS
-from .schema.load import SchemaFileError, builtin_schema, dump_yaml, load_schema
+from .schema.load import builtin_schema, dump_yaml, load_schema
 from .schema.model import UnknownCategoryError
 from .user_id import cli_user_id as _user_id  # the one user-id rule, as on the API and MCP
 
-app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False)
+
+class ErrorExitGroup(TyperGroup):
+    """The one place a command's deliberate errors become an exit status (`errors.EXIT_CODES`) and one line
+    "error: <message>" on stderr, without a traceback; anything else keeps its traceback. The boundmem command
+    groups use it (the sub-apps too, so they behave the same when run on their own)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BoundmemError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(exit_code(e)) from e
+
+
+app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, cls=ErrorExitGroup)
 schema_app = typer.Typer(help="Show and validate category schemas.", no_args_is_help=True)
 prefs_app = typer.Typer(help="What is stored for a user: list, export, delete, forget.", no_args_is_help=True)
 app.add_typer(schema_app, name="schema")
@@ -61,12 +77,9 @@ def _sid(user: str, tenant: Optional[str]) -> str:
     """The store's id of a user: USER, or TENANT:USER with --tenant (the API's and MCP's namespace)."""
     if tenant is None:
         return user
-    from .user_id import InvalidUserId, namespaced
+    from .user_id import namespaced
 
-    try:
-        return namespaced(tenant, user)
-    except InvalidUserId as e:
-        _fail(str(e))
+    return namespaced(tenant, user)
 
 
 def _existing(store, db: str, user: str, tenant: Optional[str]) -> str:
@@ -82,14 +95,11 @@ def _existing(store, db: str, user: str, tenant: Optional[str]) -> str:
         if near:
             why += (" (users created through the API are stored as TENANT:USER; did you mean "
                     + " or ".join(f"--tenant {u.rsplit(':', 1)[0]}" for u in near[:3]) + "?)")
-    _fail(why)
+    raise NotFoundError(why)
 
 
 def _schema(path: Optional[Path]):
-    try:
-        return load_schema(path) if path else builtin_schema()
-    except SchemaFileError as e:
-        _fail(str(e))
+    return load_schema(path) if path else builtin_schema()
 
 
 def _memory(db: str, schema: Optional[Path], extractor: str = "local", maintainer: str = "local",
@@ -105,11 +115,7 @@ def _memory(db: str, schema: Optional[Path], extractor: str = "local", maintaine
 def schema_show(schema: Optional[Path] = SCHEMA, tool: bool = typer.Option(False, "--tool", help="Print the LLM tool JSON."),
                 as_yaml: bool = typer.Option(False, "--yaml", help="Print as YAML."),
                 opt_out: list[str] = typer.Option([], "--opt-out", help="Prune a category first (repeatable).")):
-    s = _schema(schema)
-    try:
-        s = s.prune(opt_out)
-    except UnknownCategoryError as e:
-        _fail(str(e))
+    s = _schema(schema).prune(opt_out)
     if tool:
         from .schema.tool import tool_definition
 
@@ -140,19 +146,14 @@ def schema_validate(path: Path):
 def ingest(file: Path, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA,
            extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER):
     """Extract and store the preferences in a conversation file (.json or .jsonl). Bad files store nothing."""
-    try:
-        convs = read_conversations(file)
-    except ConversationFileError as e:
-        _fail(str(e))
-    from .extract.base import ExtractionError
-    from .llm.errors import LLMError
-
+    convs = read_conversations(file)
     mem = _memory(db, schema, extractor, maintainer, embedder)
     for i, c in enumerate(convs):
         try:
             r = mem.add(c, user)
-        except (ExtractionError, LLMError) as e:
-            _fail(f"{c.id}: {e} (nothing stored from it; {i} earlier conversation(s) of this file were stored)")
+        except UpstreamError as e:   # says which conversation failed and what of the file was stored
+            _fail(f"{c.id}: {e} (nothing stored from it; {i} earlier conversation(s) of this file were stored)",
+                  exit_code(e))
         for d in r.decisions:
             console.print(f"{c.id}: [bold]{d.action}[/bold] {d.candidate.path} = {d.candidate.attribute!r}")
         for b in r.blocked:
@@ -183,10 +184,7 @@ def opt_out(category: str, user: str = USER, db: str = DB, schema: Optional[Path
 
     The opt-out is kept apart from the user's data: it outlives `prefs forget`; only `opt-in` lifts it."""
     mem = _memory(db, schema)
-    try:
-        purged = mem.opt_out(_sid(user, tenant), category)
-    except UnknownCategoryError as e:
-        _fail(str(e))
+    purged = mem.opt_out(_sid(user, tenant), category)
     console.print(f"opted out of {mem.schema.resolve_prefix(category)}; purged {len(purged)} preference(s)")
 
 
@@ -194,10 +192,7 @@ def opt_out(category: str, user: str = USER, db: str = DB, schema: Optional[Path
 def opt_in(category: str, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA, tenant: Optional[str] = TENANT):
     """Lift an opt-out: the category may be remembered again."""
     mem = _memory(db, schema)
-    try:
-        changed = mem.opt_in(_sid(user, tenant), category)
-    except UnknownCategoryError as e:
-        _fail(str(e))
+    changed = mem.opt_in(_sid(user, tenant), category)
     console.print("opted back in" if changed else "was not opted out")
 
 
@@ -264,17 +259,14 @@ def prefs_export(user: str = USER, db: str = DB, out: Optional[Path] = typer.Opt
 @prefs_app.command("delete")
 def prefs_delete(pref_id: str, user: str = USER, db: str = DB, tenant: Optional[str] = TENANT):
     """Delete one preference (by id or a unique id prefix); it is erased from the audit log too."""
-    from .errors import NotFoundError
-
     store = _store(db)
     user = _existing(store, db, user, tenant)
     matches = [p for p in store.preferences(user) if p.id.startswith(pref_id)]
-    if len(matches) != 1:
-        _fail(f"{'no' if not matches else 'ambiguous'} preference id {pref_id!r} for user {user!r}")
-    try:
-        p = store.delete(user, matches[0].id, cause="deleted by user (cli)")
-    except NotFoundError as e:
-        _fail(str(e))
+    if not matches:
+        raise NotFoundError(f"no preference id {pref_id!r} for user {user!r}")
+    if len(matches) > 1:
+        raise InputError(f"ambiguous preference id {pref_id!r} for user {user!r}")
+    p = store.delete(user, matches[0].id, cause="deleted by user (cli)")
     console.print(f"deleted {p.path} = {p.attribute!r}")
 
 
@@ -300,7 +292,7 @@ def audit_verify(user: Optional[str] = typer.Option(None, "--user", "-u", help="
     if user is not None:
         sid = _sid(user, tenant)
         if not store.has_user(sid) and not store.audit(sid):
-            _fail(f"no user {sid!r} in {db}")
+            raise NotFoundError(f"no user {sid!r} in {db}")
     check = store.verify_audit(sid)
     if not check.ok:
         err.print(f"[red]audit log broken[/red]: user {check.user!r}, entry seq {check.seq}: {check.reason}")

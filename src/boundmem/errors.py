@@ -66,5 +66,18 @@ class ConfigError(BoundmemError, ValueError):
     code: ClassVar[str] = "config_error"
 
 
+# The command line's exit status per branch (0 ok; 1 a check that failed, e.g. a broken audit chain; unknown
+# exceptions keep their traceback). Input, settings, names that do not exist and conflicts are all "fix the command
+# line" (2, as click's own usage errors); 3 is left unused because the CLI has always said 2 for an unknown user.
+EXIT_CODES: dict[type[BoundmemError], int] = {InputError: 2, ConfigError: 2, NotFoundError: 2, ConflictError: 2,
+                                              UpstreamError: 4, StoreError: 5}
+
+
+def exit_code(exc: BoundmemError) -> int:
+    """The exit status for `exc`: that of the first branch in its MRO (so an EmbeddingDimensionError, a conflict
+    and a store error, is a conflict), 1 for an error under the root only."""
+    return next((EXIT_CODES[c] for c in type(exc).__mro__ if c in EXIT_CODES), 1)
+
+
 __all__ = ["BoundmemError", "InputError", "LimitError", "NotFoundError", "ConflictError", "UpstreamError",
-           "StoreError", "ConfigError"]
+           "StoreError", "ConfigError", "EXIT_CODES", "exit_code"]

@@ -19,11 +19,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..cli import ErrorExitGroup
 from ..config import cli_choice, cli_default, cli_settings
 from ..embed.registry import EMBEDDERS
+from ..errors import NotFoundError
 from ..user_id import cli_user_id as _user_id  # the one user-id rule, as on the main CLI, the API and MCP
 
-app = typer.Typer(help="CAIM memory: sessions, post-thinking, recall.", no_args_is_help=True, add_completion=False)
+app = typer.Typer(help="CAIM memory: sessions, post-thinking, recall.", no_args_is_help=True, add_completion=False,
+                  cls=ErrorExitGroup)
 console = Console()
 err = Console(stderr=True)
 
@@ -82,12 +85,9 @@ def _counts(c: dict) -> str:
 @app.command()
 def ingest(file: Path, user: str = USER, db: str = DB, embedder: str = EMBEDDER, llm: bool = LLM):
     """Post-think each dated session of a dialogue file into long-term memory (the file is checked first)."""
-    from .sessions import SessionFileError, read_sessions
+    from .sessions import read_sessions
 
-    try:
-        sessions = read_sessions(file)
-    except SessionFileError as e:
-        _fail(str(e))
+    sessions = read_sessions(file)
     mem = _caim(db, embedder, llm)
     if mem.store.stm(user):
         _fail(f"user {user!r} has an open session; run `boundmem caim end -u {user}` first")
@@ -169,7 +169,7 @@ def forget(user: str = USER, db: str = DB, yes: bool = typer.Option(False, "--ye
     store = CAIMStore(db)
     if user not in store.users():
         store.close()
-        _fail(f"no user {user!r} in {db}: nothing to forget")
+        raise NotFoundError(f"no user {user!r} in {db}: nothing to forget")
     with store.tx(user) as tx:
         n = tx.forget()
     console.print(f"forgot {user}: {n} thought(s) erased")

@@ -6,12 +6,14 @@ from typing import Optional
 
 import typer
 
+from ..cli import ErrorExitGroup
 from ..config import cli_choice, cli_default, cli_settings
 from ..embed.registry import EMBEDDERS
+from ..errors import ConfigError, InputError
 from ..extract.registry import EXTRACTORS
 from ..maintain.registry import MAINTAINERS
 
-app = typer.Typer(help=__doc__, add_completion=False, invoke_without_command=True)
+app = typer.Typer(help=__doc__, add_completion=False, invoke_without_command=True, cls=ErrorExitGroup)
 
 DB = typer.Option(None, "--db", callback=cli_default("db"), show_default=False,
                   help="SQLite file or postgresql:// URL (env BOUNDMEM_DB; default boundmem.db).")
@@ -36,12 +38,9 @@ def _fail(msg: str) -> None:
 def _memory_factory(db: str, schema: Optional[Path], extractor: str, maintainer: str, embedder: str):
     """Validate the cheap parts now (schema file) and defer building the Memory (model load) to first use."""
     from ..memory import build_memory
-    from ..schema.load import SchemaFileError, builtin_schema, load_schema
+    from ..schema.load import builtin_schema, load_schema
 
-    try:
-        s = load_schema(schema) if schema else builtin_schema()
-    except SchemaFileError as e:
-        _fail(str(e))
+    s = load_schema(schema) if schema else builtin_schema()
     settings = cli_settings()
     return lambda: build_memory(settings, db=db, schema=s, extractor=extractor, maintainer=maintainer, embedder=embedder)
 
@@ -67,24 +66,18 @@ def _limits(max_turns: int, max_turn_chars: int, max_total_chars: int):
 def _issuer(secret_file: Optional[Path], state: Optional[Path], ttl: Optional[int] = None, max_ttl: Optional[int] = None):
     from .tokens import DEFAULT_TTL, MAX_TTL, Generations, TokenIssuer, load_secret
 
-    try:
-        secret = load_secret(secret_file) if secret_file else None
-        return TokenIssuer(secret, Generations(state) if state else None, default_ttl=ttl or DEFAULT_TTL,
-                           max_ttl=max_ttl or MAX_TTL)
-    except ValueError as e:
-        _fail(str(e))
+    secret = load_secret(secret_file) if secret_file else None
+    return TokenIssuer(secret, Generations(state) if state else None, default_ttl=ttl or DEFAULT_TTL,
+                       max_ttl=max_ttl or MAX_TTL)
 
 
 def _load_keys(keys: Optional[Path]):
     """The KeyRing of a keys file (exit 2 naming the problem if it is missing or bad)."""
     if keys is None:
-        _fail("--keys is required: a TOML or JSON file mapping API key -> tenant")
-    from .auth import KeyRing, KeysFileError
+        raise ConfigError("--keys is required: a TOML or JSON file mapping API key -> tenant")
+    from .auth import KeyRing
 
-    try:
-        return KeyRing.load(keys)
-    except KeysFileError as e:
-        _fail(str(e))
+    return KeyRing.load(keys)
 
 
 @app.callback()
@@ -111,7 +104,7 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
     from .limits import RateLimiter
 
     if token_ttl > token_max_ttl:
-        _fail(f"--token-ttl {token_ttl} is longer than --token-max-ttl {token_max_ttl}")
+        raise InputError(f"--token-ttl {token_ttl} is longer than --token-max-ttl {token_max_ttl}")
     issuer = _issuer(token_secret, token_state, token_ttl, token_max_ttl)
     limits = _limits(max_turns, max_turn_chars, max_total_chars)
     factory = _memory_factory(db, schema, extractor, maintainer, embedder)
@@ -156,9 +149,9 @@ def mcp_command(db: str = DB, schema: Optional[Path] = SCHEMA,
     from .tokens import TokenError
 
     if (user is None) == (token is None):
-        _fail("bind the MCP server to exactly one user: --user USER (with --tenant) or --token TOKEN")
+        raise InputError("bind the MCP server to exactly one user: --user USER (with --tenant) or --token TOKEN")
     if token is not None and token_secret is None:
-        _fail("--token needs --token-secret-file: the secret of the API server that minted it")
+        raise InputError("--token needs --token-secret-file: the secret of the API server that minted it")
     try:
         binding = Binding(tenant, user) if token is None else Binding(token=token, issuer=_issuer(token_secret, token_state))
     except (InvalidUserId, TokenError, ValueError) as e:

@@ -1,0 +1,70 @@
+"""The command line's exit codes come from one place (`cli.ErrorExitGroup` over `errors.EXIT_CODES`): each branch of
+the error tree one code and one "error: <message>" line on stderr, no traceback; anything else keeps its traceback."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from boundmem.cli import ErrorExitGroup
+from boundmem.cli import app as main_app
+from boundmem.errors import (BoundmemError, ConfigError, ConflictError, InputError, LimitError, NotFoundError,
+                             StoreError, UpstreamError)
+from boundmem.llm.errors import LLMTimeout
+from boundmem.store.base import EmbeddingDimensionError, StoreBusy
+from llm.fake_openai import FakeOpenAI, status
+
+RAISED = {
+    "input": (InputError("bad field 'x'"), 2), "limit": (LimitError("too many turns"), 2),
+    "config": (ConfigError("BOUNDMEM_X='y' is not a number"), 2), "not-found": (NotFoundError("no user 'bob'"), 2),
+    "conflict": (ConflictError("opted out"), 2), "dimension": (EmbeddingDimensionError(8, 16, "stored 8, given 16"), 2),
+    "upstream": (UpstreamError("endpoint down"), 4), "llm": (LLMTimeout("no answer within 1 s"), 4),
+    "store": (StoreError("cannot open the store"), 5), "busy": (StoreBusy("store is busy"), 5),
+    "root": (BoundmemError("something of ours"), 1),
+}
+
+
+def _app(exc: BaseException) -> typer.Typer:
+    app = typer.Typer(cls=ErrorExitGroup)
+
+    @app.command()
+    def boom():
+        raise exc
+
+    @app.command()
+    def fine():
+        pass
+
+    return app
+
+
+@pytest.mark.parametrize("kind", RAISED)
+def test_each_branch_is_one_exit_code_and_one_line_without_traceback(kind):
+    exc, code = RAISED[kind]
+    r = CliRunner().invoke(_app(exc), ["boom"])
+    assert r.exit_code == code, (kind, r.exit_code, r.output)
+    assert r.stderr.strip() == f"error: {exc}" and "Traceback" not in r.output
+    assert r.stdout == ""
+
+
+def test_an_unexpected_exception_keeps_its_traceback():
+    r = CliRunner().invoke(_app(RuntimeError("a bug")), ["boom"])
+    assert r.exit_code == 1 and isinstance(r.exception, RuntimeError)
+
+
+def test_an_llm_endpoint_failing_during_ingest_exits_4_naming_the_conversation(tmp_path, monkeypatch):
+    """Before: exit 2, as if the command line were wrong; the endpoint failed, which a script may retry."""
+    conv = tmp_path / "c.json"
+    conv.write_text(json.dumps({"id": "trip-1", "turns": [{"role": "user", "text": "I love Italian food."}]}))
+    with FakeOpenAI([status(500), status(500)]) as fake:
+        for k, v in {"BOUNDMEM_LLM_BASE_URL": fake.base_url, "BOUNDMEM_LLM_MODEL": "test-model",
+                     "BOUNDMEM_LLM_API_KEY": "sk-test-0123456789", "BOUNDMEM_LLM_MAX_RETRIES": "0",
+                     "BOUNDMEM_LLM_TIMEOUT": "5"}.items():
+            monkeypatch.setenv(k, v)
+        r = CliRunner().invoke(main_app, ["ingest", str(conv), "-u", "alice", "--db", str(tmp_path / "m.db"),
+                                          "--extractor", "llm", "--maintainer", "rules", "--embedder", "hash"])
+    assert r.exit_code == 4, r.output
+    assert "trip-1" in r.output and "HTTP 500" in r.output and "nothing stored" in r.output
+    assert "Traceback" not in r.output
