@@ -7,11 +7,12 @@ from typing import Optional
 
 import typer
 
+from ..cli import ErrorExitGroup
 from ..config import cli_default, secret_from
 from ..service.cli import (DB, EMBEDDER, EXTRACTOR, KEYS, MAINTAINER, SCHEMA, SECRET, STATE, _fail, _issuer, _load_keys,
                            _memory_factory)
 
-app = typer.Typer(help=__doc__, add_completion=False, invoke_without_command=True)
+app = typer.Typer(help=__doc__, add_completion=False, invoke_without_command=True, cls=ErrorExitGroup)
 
 
 @app.callback()
