@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
 from ..errors import LimitError
+from ..store.base import EmbeddingDimensionError, StoreBusy
 
 
 DEFAULT_MAX_BODY_BYTES = 1_000_000
@@ -24,20 +25,10 @@ DEFAULT_BURST = 40
 STORE_BUSY_RETRY_AFTER = 2   # seconds a client is told to wait when another writer holds the store
 
 
-def _busy_errors() -> tuple[type[BaseException], ...]:
-    from ..store import base
-
-    busy = getattr(base, "StoreBusy", None)
-    return (sqlite3.OperationalError,) + ((busy,) if isinstance(busy, type) else ())
-
-
-BUSY_ERRORS = _busy_errors()
-
-
 def is_store_busy(exc: BaseException) -> bool:
     """The store could not get its write lock in time: `StoreBusy` where the store raises it, and SQLite's own
     'database is locked' / 'database is busy' from code paths that do not translate it."""
-    if isinstance(exc, BUSY_ERRORS[1:]):
+    if isinstance(exc, StoreBusy):
         return True
     return isinstance(exc, sqlite3.OperationalError) and any(w in str(exc).lower() for w in ("locked", "busy"))
 
@@ -45,14 +36,10 @@ def is_store_busy(exc: BaseException) -> bool:
 def dimension_error(exc: BaseException) -> Optional[str]:
     """If `exc` is the store's EmbeddingDimensionError, a message naming both dimensions (and no store user id,
     which would show the tenant namespace); else None."""
-    from ..store import base
-
-    cls = getattr(base, "EmbeddingDimensionError", None)
-    if cls is None or not isinstance(exc, cls):
+    if not isinstance(exc, EmbeddingDimensionError):
         return None
-    stored, got = getattr(exc, "stored", "?"), getattr(exc, "got", "?")
-    return (f"embedding dimension mismatch: this user's memory holds {stored}-d embeddings, this server's embedder "
-            f"gives {got}-d vectors; the memory was filled with another embedder (nothing was changed)")
+    return (f"embedding dimension mismatch: this user's memory holds {exc.stored}-d embeddings, this server's "
+            f"embedder gives {exc.got}-d vectors; the memory was filled with another embedder (nothing was changed)")
 
 
 def retry_after(exc: BaseException) -> int:
