@@ -215,3 +215,12 @@ def test_failed_extraction_is_502_and_stores_nothing(memory):
         r = c.post(f"{U}/conversations", json=conversation("c1", "I love Italian food."), headers=A)
     assert r.status_code == 502 and "invalid tool call" in r.json()["detail"]
     assert memory.store.users() == []
+
+
+@pytest.mark.parametrize("method,path", [("delete", f"{U}/preferences/nope"), ("get", f"{U}/jobs/nope")])
+def test_a_not_found_names_the_callers_user_id_never_the_stores(client, method, path):
+    """The store says "for user 'acme:alice'"; the one handler for NotFoundError puts back the id the caller used."""
+    r = getattr(client, method)(path, headers=A)
+    body = r.json()
+    assert r.status_code == 404 and body["code"] == "not_found" and "'nope'" in body["message"]
+    assert "'alice'" in body["message"] and "acme" not in r.text
