@@ -12,7 +12,7 @@ import time
 import pytest
 
 from boundmem import Candidate, CategoryPath, Conversation, Memory, Turn
-from boundmem.extract.base import ExtractionError
+from boundmem.extract.base import Extraction, ExtractionError
 from boundmem.jobs import JobNotFound, JobQueue
 from boundmem.maintain.rules import RuleMaintainer
 from boundmem.store.base import StoreBusy
@@ -38,8 +38,8 @@ class EchoExtractor:
             self.busy_once.discard(text)
             raise StoreBusy("test: busy once", retry_after=0.01)
         if not schema.allows(self.path):
-            return []
-        return [Candidate(path=self.path, attribute=text, sentence=f"I like {text}")]
+            return Extraction()
+        return Extraction(candidates=[Candidate(path=self.path, attribute=text, sentence=f"I like {text}")])
 
 
 def conv(cid: str, text: str) -> Conversation:
@@ -167,6 +167,7 @@ def test_forget_drops_the_users_queued_jobs(mem):
 CHILD = r"""
 import sys, time
 from boundmem import Candidate, CategoryPath, Conversation, Memory, Turn
+from boundmem.extract.base import Extraction
 from boundmem.maintain.rules import RuleMaintainer
 from boundmem.embed import HashEmbedder
 from boundmem.schema import builtin_schema
@@ -178,7 +179,7 @@ class Slow:
     def extract(self, conversation, schema):
         time.sleep(0.05)
         t = conversation.turns[0].text
-        return [Candidate(path=P, attribute=t, sentence="I like " + t)]
+        return Extraction(candidates=[Candidate(path=P, attribute=t, sentence="I like " + t)])
 
 m = Memory(schema=builtin_schema(), store=SQLiteStore(sys.argv[1]), extractor=Slow(), maintainer=RuleMaintainer(),
            embedder=HashEmbedder())

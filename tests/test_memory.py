@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from boundmem import Candidate, CategoryPath, Conversation, Memory, Turn
+from boundmem.extract.base import Extraction
 from boundmem.maintain.rules import RuleMaintainer
 from boundmem.store.sqlite import SQLiteStore
 
@@ -20,7 +21,7 @@ class ScriptedExtractor:
 
     def extract(self, conversation, schema):
         self.seen_schemas.append(schema)
-        return list(self.next)
+        return Extraction(candidates=list(self.next))
 
 
 class ExplodingMaintainer(RuleMaintainer):

@@ -75,7 +75,7 @@ class Memory:
             rest = tuple(t for i, t in enumerate(conversation.turns) if i not in said)
             conversation = conversation.model_copy(update={"turns": rest})
         has_user_turns = any(t.role == "user" for t in conversation.turns)
-        candidates = self.extractor.extract(conversation, schema) if has_user_turns and schema.mains else []
+        candidates = self.extractor.extract(conversation, schema).candidates if has_user_turns and schema.mains else []
         return self.apply(candidates, user, conversation.id, schema, then=then, consent=requests)
 
     # --- asynchronous ingestion (jobs.py: a durable queue in the store's database) -------------
@@ -182,7 +182,7 @@ class Memory:
                 views[key] = list(read(c.path))
                 seen[key] = _signature(views[key])
             existing = views[key]
-            d = enforce_multiplicity(self.maintainer.decide(c, list(existing), ref.detail), existing, ref.detail)
+            d = enforce_multiplicity(self.maintainer.decide(c, list(existing), ref.detail).decision, existing, ref.detail)
             now = utcnow()
             if d.action in ("insert", "append"):
                 d = d.model_copy(update={"target": f"pending-{i}"})

@@ -13,7 +13,8 @@ from boundmem.bench.carmem import CarMemConfig, Components, run_carmem
 from boundmem.bench.carmem_data import CarMemDataError, load_carmem
 from boundmem.bench.carmem_metrics import (MaintenanceRow, RetrievalRow, is_lost, label, maintenance_summary, micro_prf,
                                            retrieval_summary, same_attribute)
-from boundmem.extract.base import ExtractionError
+from boundmem.extract.base import Extraction, ExtractionError
+from boundmem.maintain.base import Reconciliation
 from boundmem.models import Candidate, Decision
 from boundmem.schema.model import CategoryPath
 
@@ -120,27 +121,25 @@ class ScriptedExtractor:
     """Fixed outputs per conversation, filtered by the schema it is given (as a real extractor must)."""
 
     def __init__(self, script: dict, negate_ok: set[str]):
-        self.script, self.negate_ok, self.last_valid_at_try = script, negate_ok, None
+        self.script, self.negate_ok = script, negate_ok
         self.truth: dict[str, Candidate] = {}
 
     def extract(self, conversation, schema):
         cid = conversation.id
         if cid.endswith("#negate"):
             base = cid.removesuffix("#negate")
-            self.last_valid_at_try = 1
-            return [self.truth[base]] if base in self.negate_ok else []
+            return Extraction(candidates=[self.truth[base]] if base in self.negate_ok else [])
         cands, tries = self.script[cid]
         if tries is None:
             raise ExtractionError("scripted invalid output")
         if tries == "crash":
             raise ConnectionError("scripted network failure")
-        self.last_valid_at_try = tries
-        return [c for c in cands if schema.allows(c.path)]
+        return Extraction(candidates=[c for c in cands if schema.allows(c.path)], valid_at_try=tries)
 
 
 class AlwaysAppend:
     def decide(self, candidate, existing, detail):
-        return Decision(action="append", candidate=candidate, reason="scripted")
+        return Reconciliation(decision=Decision(action="append", candidate=candidate, reason="scripted"))
 
 
 @pytest.fixture(scope="module")

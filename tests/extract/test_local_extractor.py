@@ -65,7 +65,7 @@ def extractor(minilm):
 @pytest.mark.parametrize("command", ["Navigate to the office", "Call my wife", "Set the lighting to blue",
                                      "Take me to the nearest gas station"])
 def test_commands_without_lasting_preference_store_nothing(extractor, schema, command):
-    assert extractor.extract(said(command), schema) == []
+    assert extractor.extract(said(command), schema).candidates == []
 
 
 @pytest.mark.parametrize("sentence, detail, attribute", [
@@ -76,7 +76,7 @@ def test_commands_without_lasting_preference_store_nothing(extractor, schema, co
 ])
 def test_clear_preference_lands_in_the_right_detail_category(extractor, schema, sentence, detail, attribute):
     c = conv(("user", "Hi there."), ("assistant", "Hello! How can I help?"), ("user", sentence), ("assistant", "Noted."))
-    got = extractor.extract(c, schema)
+    got = extractor.extract(c, schema).candidates
     assert [x.path.detail for x in got] == [detail]
     assert got[0].attribute == attribute
     assert got[0].sentence == sentence          # provenance: the user turn that revealed it
@@ -85,10 +85,10 @@ def test_clear_preference_lands_in_the_right_detail_category(extractor, schema, 
 
 def test_opted_out_subcategory_is_never_returned(extractor, schema):
     c = said("I love Italian food more than anything, find me a good trattoria.")
-    full = extractor.extract(c, schema)
+    full = extractor.extract(c, schema).candidates
     assert [x.path.sub for x in full] == ["restaurant"]   # in-schema it is found ...
     pruned = schema.prune(["points_of_interest/restaurant"])
-    assert extractor.extract(c, pruned) == []             # ... opted out, nothing at all, not a neighbour
+    assert extractor.extract(c, pruned).candidates == []             # ... opted out, nothing at all, not a neighbour
 
 
 def test_opt_out_holds_on_dataset_conversations(extractor, schema, shared_data):
@@ -103,7 +103,7 @@ def test_opt_out_holds_on_dataset_conversations(extractor, schema, shared_data):
                        for t in raw["extraction_conversation"]), cid=raw["conversation_uuid"])
             sub = f"{ref.main.key}/{ref.sub.key}"
             pruned = schema.prune([sub])
-            got = extractor.extract(c, pruned)
+            got = extractor.extract(c, pruned).candidates
             assert not any(x.path.within(sub) for x in got), (raw["user_preference"], got)
             assert all(pruned.allows(x.path) for x in got)
             checked += 1
@@ -113,9 +113,9 @@ def test_opt_out_holds_on_dataset_conversations(extractor, schema, shared_data):
 def test_assistant_only_mention_is_not_extracted(extractor, schema):
     offer = "I know many drivers love Italian food. Shall I look for an Italian restaurant?"
     assert extractor.extract(conv(("user", "Where can we stop?"), ("assistant", offer),
-                                  ("user", "No thanks, not now.")), schema) == []
+                                  ("user", "No thanks, not now.")), schema).candidates == []
     # the same words from the user are a preference (so the check above can fail)
-    got = extractor.extract(said("I love Italian food, shall we look for an Italian restaurant?"), schema)
+    got = extractor.extract(said("I love Italian food, shall we look for an Italian restaurant?"), schema).candidates
     assert [x.path.detail for x in got] == ["favorite_cuisine"]
 
 
@@ -127,13 +127,13 @@ def test_zero_shot_on_a_schema_it_was_never_trained_for(extractor):
         "My favourite shows are crime series, I love them.": ("favorite_tv_genre", "Crime"),
     }
     for sentence, (detail, attribute) in cases.items():
-        got = extractor.extract(said(sentence), home)
+        got = extractor.extract(said(sentence), home).candidates
         assert [(x.path.detail, x.attribute) for x in got] == [(detail, attribute)], sentence
     for command in ("Turn on the kitchen lights.", "Set the thermostat to 23.", "Call my wife", "I always forget my keys."):
-        assert extractor.extract(said(command), home) == [], command
+        assert extractor.extract(said(command), home).candidates == [], command
     # opting out works the same way without a trained head
     no_tv = home.prune(["media"])
-    assert extractor.extract(said("My favourite shows are crime series, I love them."), no_tv) == []
+    assert extractor.extract(said("My favourite shows are crime series, I love them."), no_tv).candidates == []
 
 
 def test_at_most_max_candidates_and_batch_equals_single(extractor, schema):
@@ -141,11 +141,11 @@ def test_at_most_max_candidates_and_batch_equals_single(extractor, schema):
              ("user", "And I always pay by card."), ("assistant", "Noted."),
              ("user", "Also I love jazz, I always listen to it."), ("assistant", "Playing jazz."),
              ("user", "I always fill up at PetroLux, it's my station."), ("assistant", "Noted."))
-    one = extractor.extract(c, schema)
+    one = extractor.extract(c, schema).candidates
     assert 1 <= len(one) <= extractor.max_candidates == 3
     assert len({x.path for x in one}) == len(one)
     others = [said("Call my wife"), said("I always fill up at PetroLux.")]
-    assert extractor.extract_many([c, *others], schema) == [one, *(extractor.extract(o, schema) for o in others)]
+    assert extractor.extract_many([c, *others], schema) == [one, *(extractor.extract(o, schema).candidates for o in others)]
 
 
 def test_category_prototypes_are_embedded_once_per_schema(minilm):
@@ -160,15 +160,15 @@ def test_category_prototypes_are_embedded_once_per_schema(minilm):
 
     home = load_yaml(SMART_HOME)
     ex = LocalExtractor(Counting())
-    ex.extract(said("I prefer the house at 20 degrees."), home)
-    ex.extract(said("I prefer the house at 21 degrees."), home)
-    ex.extract(said("I prefer the house at 22 degrees."), load_yaml(SMART_HOME))   # equal content, new object
+    ex.extract(said("I prefer the house at 20 degrees."), home).candidates
+    ex.extract(said("I prefer the house at 21 degrees."), home).candidates
+    ex.extract(said("I prefer the house at 22 degrees."), load_yaml(SMART_HOME)).candidates   # equal content, new object
     n_proto = sum(1 + len(r.detail.examples) for r in home.details())   # one description row + examples
     n_attr = sum(len(r.detail.attributes) for r in home.details())
     # the user turn; the prototypes and the vocabulary rows once (zero-shot scores see both); then one turn per call
     assert calls == [1, n_proto, n_attr, 1, 1]
-    got = ex.extract(said("I love shows about football and tennis."), home)  # needs the nearest vocabulary item
+    got = ex.extract(said("I love shows about football and tennis."), home).candidates  # needs the nearest vocabulary item
     assert [(x.path.detail, x.attribute) for x in got] == [("favorite_tv_genre", "Sports")]
-    ex.extract(said("I love documentaries about nature."), home)
+    ex.extract(said("I love documentaries about nature."), home).candidates
     # the turn and its two phrases ("... football", "tennis") in one batch, then one turn: nothing schema-side again
     assert calls[5:] == [3, 1]

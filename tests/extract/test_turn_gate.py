@@ -126,7 +126,7 @@ def test_gated_turns_are_never_embedded(minilm, schema):
     rec = Recording(minilm)
     ex = LocalExtractor(rec)
     c = conv("Thanks!", "I always fill up at PetroLux, they're my favourite.", "Navigate to the airport.")
-    got = ex.extract(c, schema)
+    got = ex.extract(c, schema).candidates
     assert [x.path.detail for x in got] == ["preferred_gas_station"]
     turns = {t for _, t in c.user_sentences()}
     assert set(rec.texts) & turns == {"I always fill up at PetroLux, they're my favourite."}

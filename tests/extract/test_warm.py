@@ -29,7 +29,7 @@ def test_after_warm_a_call_embeds_only_the_users_turns(schema):
     n_attrs = sum(len(r.detail.attributes) for r in schema.details())
     assert warmed >= n_attrs            # the vocabulary (and zero-shot prototypes) went in during warm()
     emb.calls.clear()
-    found = ex.extract(CONV, schema)
+    found = ex.extract(CONV, schema).candidates
     assert found, "the conversation states preferences"
     embedded = [t for c in emb.calls for t in c]
     said = [t.text for t in CONV.turns if t.role == "user"]

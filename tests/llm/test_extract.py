@@ -5,6 +5,7 @@ the user's allowed detail categories); the paper's nested shape stays available 
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -42,9 +43,9 @@ NESTED_GOOD = {"points_of_interest": {"restaurant": {"dietary_preferences": [
 def test_good_call_gives_candidates(fake, make_client, schema):
     fake.push(tool_call(TOOL_NAME, GOOD))
     ex = LLMExtractor(make_client(), user_label="User john-ab12")
-    cands = ex.extract(CONV, schema)
-    assert [(c.path, c.attribute, c.sentence) for c in cands] == [(DIET, "Vegetarian", SAID)]
-    assert ex.last_valid_at_try == 1
+    run = ex.extract(CONV, schema)
+    assert [(c.path, c.attribute, c.sentence) for c in run.candidates] == [(DIET, "Vegetarian", SAID)]
+    assert run.valid_at_try == 1 and run.errors == []
     assert ex.stats.model_dump() == {"runs": 1, "first_try": 1, "after_retry": 0, "invalid": 0, "failed": 0,
                                      "empty": 0, "candidates": 1}
     req = fake.requests[0].json
@@ -75,8 +76,8 @@ def test_system_prompt_is_the_same_for_every_conversation(fake, make_client, sch
     """The prefix a server can cache (system prompt + tool) does not change with the conversation."""
     fake.push(tool_call(TOOL_NAME, {"preferences": []}), tool_call(TOOL_NAME, {"preferences": []}))
     ex = LLMExtractor(make_client())
-    ex.extract(CONV, schema)
-    ex.extract(Conversation(id="c2", turns=(Turn(role="user", text="I hate jazz."),)), schema)
+    ex.extract(CONV, schema).candidates
+    ex.extract(Conversation(id="c2", turns=(Turn(role="user", text="I hate jazz."),)), schema).candidates
     a, b = (r.json for r in fake.requests)
     assert a["messages"][0] == b["messages"][0] and a["tools"] == b["tools"]
     assert a["messages"][1] != b["messages"][1]
@@ -85,8 +86,38 @@ def test_system_prompt_is_the_same_for_every_conversation(fake, make_client, sch
 def test_nothing_to_extract(fake, make_client, schema):
     fake.push(tool_call(TOOL_NAME, {"preferences": []}))
     ex = LLMExtractor(make_client())
-    assert ex.extract(CONV, schema) == []
-    assert ex.last_valid_at_try == 1 and ex.stats.empty == 1
+    run = ex.extract(CONV, schema)
+    assert run.candidates == [] and run.valid_at_try == 1 and ex.stats.empty == 1
+
+
+def test_threads_sharing_one_extractor_each_get_their_own_outcome(fake, make_client, schema):
+    """The service runs requests on a thread pool over one extractor: how a call went must come back with the call,
+    not sit on the instance for whichever call ends last to overwrite. Both first tries are held in flight together."""
+    jazz = Conversation(id="c-jazz", turns=(Turn(role="user", text="I can't stand jazz."),))
+    both_in_flight = threading.Barrier(2, timeout=5)
+
+    def answer(req):
+        text = req.text()
+        if "Errors from previous try" in text:            # the jazz conversation's retry
+            return tool_call(TOOL_NAME, {"preferences": [item("jazz", GENRES_LABEL, "dislike", "I can't stand jazz.")]})
+        both_in_flight.wait()
+        if "I can't stand jazz." in text:                 # first try of the jazz conversation: invalid
+            return tool_call(TOOL_NAME, {"preferences": [item(polarity="love")]})
+        return tool_call(TOOL_NAME, GOOD)                 # the diet conversation: valid at once
+
+    fake.push(answer, answer, answer)
+    ex = LLMExtractor(make_client())
+    runs: dict[str, object] = {}
+    threads = [threading.Thread(target=lambda c=c: runs.__setitem__(c.id, ex.extract(c, schema))) for c in (CONV, jazz)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    diet, hate = runs["c1"], runs["c-jazz"]
+    assert diet.valid_at_try == 1 and diet.errors == [] and [c.attribute for c in diet.candidates] == ["Vegetarian"]
+    assert hate.valid_at_try == 2 and len(hate.errors) == 1 and [c.attribute for c in hate.candidates] == ["not jazz"]
+    assert ex.stats.model_dump() == {"runs": 2, "first_try": 1, "after_retry": 1, "invalid": 0, "failed": 0,
+                                     "empty": 0, "candidates": 2}
 
 
 def test_dislike_is_stored_negated(fake, make_client, schema):
@@ -94,13 +125,13 @@ def test_dislike_is_stored_negated(fake, make_client, schema):
         item("country", GENRES_LABEL, "dislike", "I can't stand country."),
         item("Yes", "Parking > Preference for Covered Parking", "dislike", "I don't need covered parking."),
         item("not jazz", GENRES_LABEL, "dislike", "No jazz, ever.")]}))
-    cands = LLMExtractor(make_client()).extract(CONV, schema)
+    cands = LLMExtractor(make_client()).extract(CONV, schema).candidates
     assert [c.attribute for c in cands] == ["not country", "Indifferent to Covered Parking", "not jazz"]
 
 
 def test_pruned_schema_is_what_the_model_sees(fake, make_client, schema):
     fake.push(tool_call(TOOL_NAME, {"preferences": []}))
-    LLMExtractor(make_client()).extract(CONV, schema.prune(["restaurant", "entertainment_and_media"]))
+    LLMExtractor(make_client()).extract(CONV, schema.prune(["restaurant", "entertainment_and_media"])).candidates
     req = fake.requests[0].json
     text = json.dumps(req["tools"]) + req["messages"][0]["content"]
     assert "Dietary Preferences" not in text and "Favorite Genres" not in text and "Vegetarian" not in text
@@ -109,13 +140,13 @@ def test_pruned_schema_is_what_the_model_sees(fake, make_client, schema):
 
 def test_empty_schema_asks_nothing(fake, make_client, schema):
     everything = [m.key for m in schema.mains]
-    assert LLMExtractor(make_client()).extract(CONV, schema.prune(everything)) == []
+    assert LLMExtractor(make_client()).extract(CONV, schema.prune(everything)).candidates == []
     assert fake.requests == []
 
 
 def test_duplicates_are_merged(fake, make_client, schema):
     fake.push(tool_call(TOOL_NAME, {"preferences": [item(), item("vegetarian ", sentence="again")]}))
-    cands = LLMExtractor(make_client()).extract(CONV, schema)
+    cands = LLMExtractor(make_client()).extract(CONV, schema).candidates
     assert [(c.path, c.attribute) for c in cands] == [(DIET, "Vegetarian")]
 
 
@@ -142,9 +173,10 @@ def test_invalid_output_is_retried_with_the_error(fake, make_client, schema, cas
     bad, loc = BAD_CASES[case]
     fake.push(tool_call(TOOL_NAME, bad), tool_call(TOOL_NAME, GOOD))
     ex = LLMExtractor(make_client())
-    cands = ex.extract(CONV, schema)
-    assert [(c.path, c.attribute) for c in cands] == [(DIET, "Vegetarian")]
-    assert ex.last_valid_at_try == 2 and len(fake.requests) == 2 and ex.stats.after_retry == 1
+    run = ex.extract(CONV, schema)
+    assert [(c.path, c.attribute) for c in run.candidates] == [(DIET, "Vegetarian")]
+    assert run.valid_at_try == 2 and len(fake.requests) == 2 and ex.stats.after_retry == 1
+    assert len(run.errors) == 1 and loc in run.errors[0]
     first, second = fake.requests[0].messages, fake.requests[1].messages
     assert second[:2] == first  # the cached prefix (system, tool, conversation) is kept; the retry comes after it
     assert second[2] == {"role": "assistant", "content": json.dumps(bad, ensure_ascii=False)}
@@ -155,7 +187,7 @@ def test_invalid_output_is_retried_with_the_error(fake, make_client, schema, cas
 
 def test_unknown_category_names_the_allowed_ones(fake, make_client, schema):
     fake.push(tool_call(TOOL_NAME, {"preferences": [item(category="Dietary Preferences")]}), tool_call(TOOL_NAME, GOOD))
-    LLMExtractor(make_client()).extract(CONV, schema)
+    LLMExtractor(make_client()).extract(CONV, schema).candidates
     retry = fake.requests[1].messages[-1]["content"]
     assert "'Dietary Preferences' is not allowed" in retry and DIET_LABEL in retry
 
@@ -164,8 +196,8 @@ def test_opted_out_category_is_rejected_not_stored(fake, make_client, schema):
     """The model names a category the user opted out of: it is not in the enum, so it fails validation."""
     fake.push(tool_call(TOOL_NAME, GOOD), tool_call(TOOL_NAME, {"preferences": []}))
     ex = LLMExtractor(make_client())
-    assert ex.extract(CONV, schema.prune(["restaurant"])) == []
-    assert ex.last_valid_at_try == 2
+    run = ex.extract(CONV, schema.prune(["restaurant"]))
+    assert run.candidates == [] and run.valid_at_try == 2
     assert DIET_LABEL not in fake.requests[0].json["tools"][0]["function"]["parameters"]["properties"]["preferences"][
         "items"]["properties"]["category"]["enum"]
     assert "preferences.0.category" in fake.requests[1].messages[-1]["content"]
@@ -176,8 +208,8 @@ def test_opted_out_category_is_rejected_not_stored(fake, make_client, schema):
 def test_broken_or_missing_tool_call_is_retried(fake, make_client, schema, first):
     fake.push(first, tool_call(TOOL_NAME, GOOD))
     ex = LLMExtractor(make_client())
-    assert len(ex.extract(CONV, schema)) == 1
-    assert ex.last_valid_at_try == 2
+    run = ex.extract(CONV, schema)
+    assert len(run.candidates) == 1 and run.valid_at_try == 2
     retry = fake.requests[1].messages[-1]["content"]
     assert ('{"preferences": [' in retry) or ("You like vegetarian food." in retry)
 
@@ -187,12 +219,12 @@ def test_tool_call_written_as_text_in_qwen_tags_is_read(fake, make_client, schem
     fake.push(content('<tool_call>\n{"name": "%s", "arguments": %s}\n</tool_call>' % (TOOL_NAME, json.dumps(GOOD))))
     ex = LLMExtractor(make_client())
     ex.client._named_choice = False
-    assert [c.attribute for c in ex.extract(CONV, schema)] == ["Vegetarian"]
+    assert [c.attribute for c in ex.extract(CONV, schema).candidates] == ["Vegetarian"]
 
 
 def test_max_tokens_is_sent(fake, make_client, schema):
     fake.push(tool_call(TOOL_NAME, GOOD))
-    LLMExtractor(make_client(), max_tokens=300).extract(CONV, schema)
+    LLMExtractor(make_client(), max_tokens=300).extract(CONV, schema).candidates
     assert fake.requests[0].json["max_tokens"] == 300
 
 
@@ -208,7 +240,7 @@ def test_invalid_twice_stores_nothing(fake, make_client, schema, sqlite_store, h
     with pytest.raises(ExtractionError, match="invalid twice") as ei:
         mem.add(CONV, "alice")
     assert "c1" in str(ei.value) and "test-model" in str(ei.value)
-    assert ex.last_valid_at_try is None and ex.last_run.valid_at_try is None and len(ex.last_run.errors) == 2
+    assert "Last error: " in str(ei.value)
     assert ex.stats.invalid == 1 and ex.stats.runs == 1
     assert len(fake.requests) == 2
     assert sqlite_store.preferences("alice") == [] and sqlite_store.audit("alice") == []
@@ -230,7 +262,7 @@ def test_from_env_uses_the_endpoint(fake, monkeypatch, schema):
     monkeypatch.setenv("BOUNDMEM_LLM_MAX_TOKENS", "256")
     fake.push(tool_call(TOOL_NAME, GOOD))
     ex = make_extractor("llm", Settings.from_env(), None)
-    assert len(ex.extract(CONV, schema)) == 1
+    assert len(ex.extract(CONV, schema).candidates) == 1
     assert fake.requests[0].json["model"] == "local-llama" and fake.requests[0].json["max_tokens"] == 256
     ex.client.close()
 
@@ -240,7 +272,7 @@ def test_from_env_nested_shape(fake, monkeypatch, schema):
     monkeypatch.setenv("BOUNDMEM_LLM_TOOL_SHAPE", "nested")
     fake.push(tool_call(TOOL_NAME, NESTED_GOOD))
     ex = make_extractor("llm", Settings.from_env(), None)
-    assert ex.shape == "nested" and [c.attribute for c in ex.extract(CONV, schema)] == ["Vegetarian"]
+    assert ex.shape == "nested" and [c.attribute for c in ex.extract(CONV, schema).candidates] == ["Vegetarian"]
     ex.client.close()
 
 
@@ -262,14 +294,14 @@ def test_timeout_propagates_and_stores_nothing(fake, make_client, schema, sqlite
 def test_nested_good_call(fake, make_client, schema):
     fake.push(tool_call(TOOL_NAME, NESTED_GOOD))
     ex = LLMExtractor(make_client(), shape="nested")
-    assert [(c.path, c.attribute, c.sentence) for c in ex.extract(CONV, schema)] == [(DIET, "Vegetarian", SAID)]
+    assert [(c.path, c.attribute, c.sentence) for c in ex.extract(CONV, schema).candidates] == [(DIET, "Vegetarian", SAID)]
     system = fake.requests[0].json["messages"][0]["content"]
     assert "extract nothing" in system and "temporary" in system
 
 
 def test_nested_pruned_schema(fake, make_client, schema):
     fake.push(tool_call(TOOL_NAME, {}))
-    LLMExtractor(make_client(), shape="nested").extract(CONV, schema.prune(["restaurant", "entertainment_and_media"]))
+    LLMExtractor(make_client(), shape="nested").extract(CONV, schema.prune(["restaurant", "entertainment_and_media"])).candidates
     text = json.dumps(fake.requests[0].json["tools"][0]["function"]["parameters"])
     assert "dietary_preferences" not in text and "favorite_genres" not in text
     assert "preferred_gas_station" in text and "preferred_temperature" in text
@@ -283,7 +315,7 @@ def test_nested_duplicates_and_valueless_items(fake, make_client, schema):
                                     {"user_preference": None, "user_sentence_preference_revealed": "no value"}],
             "favorite_cuisine": None}},
         "entertainment_and_media": None}))
-    cands = LLMExtractor(make_client(), shape="nested").extract(CONV, schema)
+    cands = LLMExtractor(make_client(), shape="nested").extract(CONV, schema).candidates
     assert [(c.path, c.attribute) for c in cands] == [(DIET, "Vegetarian")]
 
 
@@ -300,7 +332,7 @@ def test_nested_invalid_output_is_retried(fake, make_client, schema, case):
     bad, loc = NESTED_BAD[case]
     fake.push(tool_call(TOOL_NAME, bad), tool_call(TOOL_NAME, NESTED_GOOD))
     ex = LLMExtractor(make_client(), shape="nested")
-    assert [(c.path, c.attribute) for c in ex.extract(CONV, schema)] == [(DIET, "Vegetarian")]
+    assert [(c.path, c.attribute) for c in ex.extract(CONV, schema).candidates] == [(DIET, "Vegetarian")]
     first, second = fake.requests[0].messages, fake.requests[1].messages
     assert second[:2] == first and loc in second[-1]["content"] and json.dumps(bad) in second[-1]["content"]
 

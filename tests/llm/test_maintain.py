@@ -36,7 +36,7 @@ def detail(schema):
 
 
 def test_nothing_stored_inserts_without_asking(fake, make_client, detail):
-    d = LLMMaintainer(make_client()).decide(KOSHER, [], detail(DIET))
+    d = LLMMaintainer(make_client()).decide(KOSHER, [], detail(DIET)).decision
     assert d.action == "insert" and d.target is None
     assert fake.requests == []
 
@@ -44,10 +44,11 @@ def test_nothing_stored_inserts_without_asking(fake, make_client, detail):
 def test_mp_offers_three_tools_and_shows_every_existing_preference(fake, make_client, detail):
     fake.push(tool_call("append_preference", {"incoming_preference": "I keep kosher."}, content="Different attribute."))
     m = LLMMaintainer(make_client())
-    d = m.decide(KOSHER, [VEG, HALAL], detail(DIET))
+    rec = m.decide(KOSHER, [VEG, HALAL], detail(DIET))
+    d = rec.decision
     assert (d.action, d.target) == ("append", None)
     assert "append_preference" in d.reason and "Different attribute." in d.reason
-    assert m.last_valid_at_try == 1
+    assert rec.valid_at_try == 1
     req = fake.requests[0]
     assert sorted(req.tool_names) == ["append_preference", "pass_preference", "update_preference"]
     assert req.json["tool_choice"] == "required" and req.json["temperature"] == 0
@@ -64,14 +65,14 @@ def test_mp_offers_three_tools_and_shows_every_existing_preference(fake, make_cl
 ])
 def test_pass_and_update_name_their_target(fake, make_client, detail, tool, args, action, target):
     fake.push(tool_call(tool, args))
-    d = LLMMaintainer(make_client()).decide(KOSHER, [VEG, HALAL], detail(DIET))
+    d = LLMMaintainer(make_client()).decide(KOSHER, [VEG, HALAL], detail(DIET)).decision
     assert (d.action, d.target) == (action, target)
 
 
 def test_mnp_offers_no_append(fake, make_client, detail):
     fake.push(tool_call("update_preference", {"to_insert_incoming_preference": "x",
                                               "pk_of_to_delete_existing_preference": "pk-cheap"}))
-    d = LLMMaintainer(make_client()).decide(PRICEY, [CHEAP], detail(PRICE))
+    d = LLMMaintainer(make_client()).decide(PRICEY, [CHEAP], detail(PRICE)).decision
     assert (d.action, d.target) == ("update", "pk-cheap")
     req = fake.requests[0]
     assert sorted(req.tool_names) == ["pass_preference", "update_preference"]
@@ -82,7 +83,7 @@ def test_mnp_offers_no_append(fake, make_client, detail):
 
 def test_unknown_pk_falls_back_to_newest(fake, make_client, detail):
     fake.push(tool_call("pass_preference", {"to_pass_incoming_preference": "x", "pk_of_equal_existing_preference": "pk-42"}))
-    d = LLMMaintainer(make_client()).decide(KOSHER, [VEG, HALAL], detail(DIET))
+    d = LLMMaintainer(make_client()).decide(KOSHER, [VEG, HALAL], detail(DIET)).decision
     assert (d.action, d.target) == ("pass", "pk-halal")
     assert "pk-42" in d.reason
 
@@ -90,8 +91,8 @@ def test_unknown_pk_falls_back_to_newest(fake, make_client, detail):
 def test_no_tool_call_is_retried_once(fake, make_client, detail):
     fake.push(content("Hmm, kosher."), tool_call("append_preference", {"incoming_preference": "x"}))
     m = LLMMaintainer(make_client())
-    assert m.decide(KOSHER, [VEG], detail(DIET)).action == "append"
-    assert m.last_valid_at_try == 2
+    rec = m.decide(KOSHER, [VEG], detail(DIET))
+    assert rec.decision.action == "append" and rec.valid_at_try == 2
     first, second = fake.requests[0].messages[1]["content"], fake.requests[1].messages[1]["content"]
     assert "did not call a tool" not in first
     assert second.startswith("Your last run did not call a tool") and second.endswith(first)
@@ -100,16 +101,16 @@ def test_no_tool_call_is_retried_once(fake, make_client, detail):
 def test_no_tool_call_twice_defaults_to_pass(fake, make_client, detail):
     fake.push(content("no"), content("still no"))
     m = LLMMaintainer(make_client())
-    d = m.decide(KOSHER, [VEG, HALAL], detail(DIET))
-    assert (d.action, d.target) == ("pass", "pk-halal")
-    assert m.last_valid_at_try is None and len(fake.requests) == 2
+    rec = m.decide(KOSHER, [VEG, HALAL], detail(DIET))
+    assert (rec.decision.action, rec.decision.target) == ("pass", "pk-halal")
+    assert rec.valid_at_try is None and len(fake.requests) == 2
 
 
 def test_append_on_a_single_category_is_refused_and_retried(fake, make_client, detail):
     fake.push(tool_call("append_preference", {"incoming_preference": "x"}),
               tool_call("update_preference", {"to_insert_incoming_preference": "x",
                                               "pk_of_to_delete_existing_preference": "pk-cheap"}))
-    d = LLMMaintainer(make_client()).decide(PRICEY, [CHEAP], detail(PRICE))
+    d = LLMMaintainer(make_client()).decide(PRICEY, [CHEAP], detail(PRICE)).decision
     assert (d.action, d.target) == ("update", "pk-cheap")
     assert "append_preference" in fake.requests[1].messages[1]["content"]  # told what was wrong
 
@@ -117,7 +118,7 @@ def test_append_on_a_single_category_is_refused_and_retried(fake, make_client, d
 def test_broken_arguments_are_retried(fake, make_client, detail):
     fake.push(tool_call("pass_preference", "{nope"),
               tool_call("pass_preference", {"to_pass_incoming_preference": "x", "pk_of_equal_existing_preference": "pk-veg"}))
-    d = LLMMaintainer(make_client()).decide(KOSHER, [VEG], detail(DIET))
+    d = LLMMaintainer(make_client()).decide(KOSHER, [VEG], detail(DIET)).decision
     assert (d.action, d.target) == ("pass", "pk-veg")
 
 

@@ -45,40 +45,40 @@ def lexical(hash_embedder):
 
 
 def decide(m, c, existing, r):
-    return enforce_multiplicity(m.decide(c, existing, r.detail), existing, r.detail)
+    return enforce_multiplicity(m.decide(c, existing, r.detail).decision, existing, r.detail)
 
 
 def test_nothing_stored_is_insert(lexical):
-    d = lexical.decide(cand(CUISINE, "Italian", "I love Italian food"), [], CUISINE.detail)
+    d = lexical.decide(cand(CUISINE, "Italian", "I love Italian food"), [], CUISINE.detail).decision
     assert d.action == "insert"
 
 
 def test_duplicate_passes_on_the_matching_preference(lexical):
     existing = [stored(CUISINE, "Chinese"), stored(CUISINE, "Italian", "I've been craving Italian")]
     d = lexical.decide(cand(CUISINE, "italian food", "Could you look up some Italian restaurants? I'm in the mood "
-                                                     "for my favorite pasta."), existing, CUISINE.detail)
+                                                     "for my favorite pasta."), existing, CUISINE.detail).decision
     assert (d.action, d.target) == ("pass", "id-Italian")
 
 
 def test_negating_sentence_updates_to_a_negated_attribute(lexical):
     existing = [stored(CUISINE, "Chinese"), stored(CUISINE, "Italian")]
     d = lexical.decide(cand(CUISINE, "Italian", "I think I'm over Italian food for now, let's skip that cuisine "
-                                                "next time."), existing, CUISINE.detail)
+                                                "next time."), existing, CUISINE.detail).decision
     assert (d.action, d.target) == ("update", "id-Italian")
     assert d.candidate.attribute == "not Italian"
     assert d.candidate.sentence.startswith("I think I'm over Italian")
 
 
 def test_negated_candidate_attribute_is_an_update_whatever_the_sentence(lexical):
-    d = lexical.decide(cand(CUISINE, "no Italian", "Italian, hmm."), [stored(CUISINE, "Italian")], CUISINE.detail)
+    d = lexical.decide(cand(CUISINE, "no Italian", "Italian, hmm."), [stored(CUISINE, "Italian")], CUISINE.detail).decision
     assert (d.action, d.target, d.candidate.attribute) == ("update", "id-Italian", "not Italian")
 
 
 def test_repeated_negation_passes_and_reaffirming_revises(lexical):
     existing = [stored(CUISINE, "not Italian", "I'm done with Italian")]
-    assert lexical.decide(cand(CUISINE, "no Italian", "no Italian please"), existing, CUISINE.detail).action == "pass"
-    assert lexical.decide(cand(CUISINE, "Italian", "I'm over Italian, avoid it"), existing, CUISINE.detail).action == "pass"
-    d = lexical.decide(cand(CUISINE, "Italian", "I really love Italian food again"), existing, CUISINE.detail)
+    assert lexical.decide(cand(CUISINE, "no Italian", "no Italian please"), existing, CUISINE.detail).decision.action == "pass"
+    assert lexical.decide(cand(CUISINE, "Italian", "I'm over Italian, avoid it"), existing, CUISINE.detail).decision.action == "pass"
+    d = lexical.decide(cand(CUISINE, "Italian", "I really love Italian food again"), existing, CUISINE.detail).decision
     assert (d.action, d.candidate.attribute) == ("update", "Italian")
 
 
@@ -95,11 +95,11 @@ def test_new_attribute_updates_in_a_single_preference_category(lexical):
 
 def test_yes_no_negation_flips_and_is_recognised_later(lexical):
     d = lexical.decide(cand(SECURITY, "Yes", "I don't care about parking security anymore"),
-                       [stored(SECURITY, "Yes")], SECURITY.detail)
+                       [stored(SECURITY, "Yes")], SECURITY.detail).decision
     assert (d.action, d.candidate.attribute) == ("update", "No")
     now_no = [stored(SECURITY, "No")]
-    assert lexical.decide(cand(SECURITY, "Yes", "Forget security, I don't need it"), now_no, SECURITY.detail).action == "pass"
-    assert lexical.decide(cand(SECURITY, "Yes", "Secure parking matters to me"), now_no, SECURITY.detail).action == "update"
+    assert lexical.decide(cand(SECURITY, "Yes", "Forget security, I don't need it"), now_no, SECURITY.detail).decision.action == "pass"
+    assert lexical.decide(cand(SECURITY, "Yes", "Secure parking matters to me"), now_no, SECURITY.detail).decision.action == "update"
 
 
 def test_vocabulary_attribute_starting_with_no_is_not_a_negation(lexical):
@@ -136,7 +136,7 @@ def test_single_preference_categories_never_append(r, attr, sentence, old):
 
     m = LocalMaintainer(HashEmbedder(32))
     existing = [stored(r, a, pid=f"p{i}") for i, a in enumerate(old)]
-    d = m.decide(cand(r, attr, sentence), existing, r.detail)
+    d = m.decide(cand(r, attr, sentence), existing, r.detail).decision
     assert d.action in ("pass", "update")
     assert d.target in {p.id for p in existing}
 
@@ -157,9 +157,9 @@ def test_minilm_polarity_judges_unseen_phrasings(minilm):
     reject = ["Honestly I've gone off Italian food, please stop suggesting it.",
               "No more Italian restaurants for me, I'm tired of them."]
     for s in affirm:
-        assert m.decide(cand(CUISINE, "Italian", s), italian, CUISINE.detail).action == "pass", s
+        assert m.decide(cand(CUISINE, "Italian", s), italian, CUISINE.detail).decision.action == "pass", s
     for s in reject:
-        d = m.decide(cand(CUISINE, "Italian", s), italian, CUISINE.detail)
+        d = m.decide(cand(CUISINE, "Italian", s), italian, CUISINE.detail).decision
         assert (d.action, d.candidate.attribute) == ("update", "not Italian"), s
 
 
@@ -168,7 +168,7 @@ def test_rule_maintainer_shares_the_semantics_without_a_model():
 
     m = RuleMaintainer()
     italian = [stored(CUISINE, "Italian")]
-    assert m.decide(cand(CUISINE, "Italian", "Italian again, yes please"), italian, CUISINE.detail).action == "pass"
-    d = m.decide(cand(CUISINE, "Italian", "I'm over Italian food, skip it"), italian, CUISINE.detail)
+    assert m.decide(cand(CUISINE, "Italian", "Italian again, yes please"), italian, CUISINE.detail).decision.action == "pass"
+    d = m.decide(cand(CUISINE, "Italian", "I'm over Italian food, skip it"), italian, CUISINE.detail).decision
     assert (d.action, d.candidate.attribute) == ("update", "not Italian")
     assert decide(m, cand(PRICE, "expensive", ""), [stored(PRICE, "cheap")], PRICE).action == "update"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from boundmem.extract.base import Extraction
 from boundmem.maintain.local import LocalMaintainer
 from boundmem.memory import Memory
 from boundmem.models import Candidate
@@ -15,7 +16,7 @@ PRICE = SCHEMA.resolve("Desired Price Range").path
 
 class NoExtractor:
     def extract(self, conversation, schema):
-        return []
+        return Extraction()
 
 
 @pytest.fixture()

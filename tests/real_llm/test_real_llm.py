@@ -40,18 +40,19 @@ def test_extraction_is_valid_or_fails_cleanly(real_client, schema, sqlite_store,
     for conv in CONVS:
         before = len(sqlite_store.preferences("alice"))
         try:
-            r = mem.add(conv, "alice")
+            run = ex.extract(conv, mem.user_schema("alice"))
         except ExtractionError as e:
             assert "invalid twice" in str(e) and conv.id in str(e)
             assert len(sqlite_store.preferences("alice")) == before  # nothing stored from it
             outcomes.append("invalid")
             continue
-        assert ex.last_valid_at_try in (1, 2)
-        assert _allowed(schema, ex.last_run.candidates)
-        for c in ex.last_run.candidates:
+        r = mem.apply(run.candidates, "alice", conv.id)
+        assert run.valid_at_try in (1, 2)
+        assert _allowed(schema, run.candidates)
+        for c in run.candidates:
             assert c.attribute.strip()
         assert {d.action for d in r.decisions} <= {"insert", "pass", "update", "append"}
-        outcomes.append(f"valid@{ex.last_valid_at_try}")
+        outcomes.append(f"valid@{run.valid_at_try}")
     assert ex.stats.runs == len(CONVS)
     assert ex.stats.first_try + ex.stats.after_retry + ex.stats.invalid + ex.stats.failed == len(CONVS)
     for p in sqlite_store.preferences("alice"):
@@ -103,7 +104,8 @@ def test_maintainer_answers_with_an_allowed_action(real_client, schema):
     cheap = Preference(id="pk-cheap", user="a", path=price, attribute="cheap", sentence="I like cheap places.",
                        created_at=t0, updated_at=t0)
     m = LLMMaintainer(real_client)
-    d = m.decide(Candidate(path=price, attribute="expensive", sentence="I only go to expensive places now."), [cheap],
-                 schema.resolve(price).detail)
+    rec = m.decide(Candidate(path=price, attribute="expensive", sentence="I only go to expensive places now."), [cheap],
+                   schema.resolve(price).detail)
+    d = rec.decision
     assert d.action in ("pass", "update") and d.target == "pk-cheap"  # never append in a single-preference category
-    assert m.last_valid_at_try in (1, 2, None)
+    assert rec.valid_at_try in (1, 2, None)

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from boundmem import Candidate, CategoryPath, Conversation, Memory, Turn
+from boundmem.extract.base import Extraction
 from boundmem.maintain.rules import RuleMaintainer
 from boundmem.store.sqlite import SQLiteStore
 
@@ -27,7 +28,7 @@ class ScriptedExtractor:
         self.next: list[Candidate] = []
 
     def extract(self, conversation, schema):
-        return list(self.next)
+        return Extraction(candidates=list(self.next))
 
 
 def raw_hits(db: Path, *needles: str) -> dict[str, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import threading
 
 from boundmem import Candidate, CategoryPath, Conversation, Memory, Turn
+from boundmem.extract.base import Extraction
 from boundmem.jobs import JobQueue
 from boundmem.maintain.rules import RuleMaintainer
 from boundmem.embed import HashEmbedder
@@ -14,7 +15,7 @@ TEMP = CategoryPath(main="vehicle_settings_and_comfort", sub="climate_control", 
 class Echo:
     def extract(self, conversation, schema):
         t = conversation.turns[0].text
-        return [Candidate(path=TEMP, attribute=t, sentence=f"{t} degrees, always")]
+        return Extraction(candidates=[Candidate(path=TEMP, attribute=t, sentence=f"{t} degrees, always")])
 
 
 def memory(url, schema):

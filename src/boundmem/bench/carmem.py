@@ -103,19 +103,13 @@ class Extraction(BaseModel):
 
 def extract_once(extractor: Any, conversation: Conversation, schema: Schema) -> Extraction:
     """Run one extraction; an ExtractionError is the paper's 'not valid' (predicted set empty)."""
-    if hasattr(extractor, "last_valid_at_try"):
-        try:
-            extractor.last_valid_at_try = None
-        except AttributeError:
-            pass
     try:
-        cands = list(extractor.extract(conversation, schema))
+        run = extractor.extract(conversation, schema)
     except ExtractionError as e:
         return Extraction(valid_at_try=None, error=str(e) or type(e).__name__)
     except Exception as e:  # noqa: BLE001 - one failing call must not end a long (LLM) run; counted and reported
         return Extraction(valid_at_try=None, error=f"{type(e).__name__}: {e}", crashed=True)
-    tries = getattr(extractor, "last_valid_at_try", None)
-    return Extraction(candidates=cands, valid_at_try=tries if tries in (1, 2) else 1)
+    return Extraction(candidates=run.candidates, valid_at_try=run.valid_at_try)
 
 
 def schema_without_attribute(schema: Schema, path: CategoryPath, attribute: str) -> Schema:
@@ -229,7 +223,7 @@ def _fill_store(store: Any, embedder: Any, schema: Schema, prefs: list[tuple[str
 def _decide(maintainer: Any, cand: Candidate, existing: list[Preference], schema: Schema) -> tuple[str, Optional[str], str]:
     detail = schema.resolve(cand.path).detail
     try:
-        d = enforce_multiplicity(maintainer.decide(cand, existing, detail), existing, detail)
+        d = enforce_multiplicity(maintainer.decide(cand, existing, detail).decision, existing, detail)
     except Exception as e:  # a maintainer crash is scored as a wrong decision, and the run goes on
         return "error", None, f"{type(e).__name__}: {e}"
     return d.action, d.target, d.reason

@@ -141,7 +141,7 @@ def measure_extraction(convs: list[Conversation], backend: str = "torch", settin
     ex.embedder.clear_cache()
     encoded = _count_encoded(ex.embedder)
     t = time.perf_counter()
-    n_found = sum(len(ex.extract(c, schema)) for c in convs)
+    n_found = sum(len(ex.extract(c, schema).candidates) for c in convs)
     dt = time.perf_counter() - t
     res.update(extractor=type(ex).__name__, conversations=len(convs), seconds=dt, conv_per_s=len(convs) / dt,
                candidates=n_found, embedded_texts_per_conversation=encoded[0] / len(convs))

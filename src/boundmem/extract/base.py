@@ -1,7 +1,9 @@
 """Extraction: conversation -> candidate preferences, only inside the (pruned) schema."""
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import UpstreamError
 from ..models import Candidate, Conversation
@@ -16,9 +18,22 @@ class ExtractionError(UpstreamError):
     upstream = "the extractor's model"
 
 
+class Extraction(BaseModel):
+    """What one `extract` call found and how it went, returned to the caller rather than kept on the extractor:
+    one extractor serves many threads (the service's pool), so per-call facts on the instance would be overwritten
+    by whichever call ended last. `valid_at_try` is the try whose output was used (the paper's 1 or 2; an output
+    that stays invalid raises ExtractionError instead); `errors` are the validation errors of the tries before it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    candidates: list[Candidate] = Field(default_factory=list)
+    valid_at_try: Literal[1, 2] = 1
+    errors: list[str] = Field(default_factory=list)
+
+
 @runtime_checkable
 class Extractor(Protocol):
-    def extract(self, conversation: Conversation, schema: Schema) -> list[Candidate]:
+    def extract(self, conversation: Conversation, schema: Schema) -> Extraction:
         """Only categories present in `schema` may appear in the result; the caller passes the user's pruned schema."""
 
 

@@ -9,10 +9,11 @@ import re
 
 from ..models import Candidate, Conversation
 from ..schema.model import Schema
+from .base import Extraction
 
 
 class KeywordExtractor:
-    def extract(self, conversation: Conversation, schema: Schema) -> list[Candidate]:
+    def extract(self, conversation: Conversation, schema: Schema) -> Extraction:
         out: dict[tuple[str, str], Candidate] = {}
         for _, text in conversation.user_sentences():
             low = text.lower()
@@ -21,4 +22,4 @@ class KeywordExtractor:
                     a = attr.split("(")[0].strip().lower()
                     if len(a) >= 3 and a not in ("yes", "no") and re.search(r"\b" + re.escape(a) + r"\b", low):
                         out.setdefault((str(ref.path), attr), Candidate(path=ref.path, attribute=attr, sentence=text))
-        return list(out.values())
+        return Extraction(candidates=list(out.values()))

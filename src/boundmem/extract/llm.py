@@ -20,9 +20,10 @@ No silent loss: an answer that is invalid twice raises ExtractionError (nothing 
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any, Optional
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..conversation import render
 from ..llm.client import LLMClient
@@ -31,7 +32,7 @@ from ..llm.flat import FlatSchema, compile_flat, describe_item_error, example_bl
 from ..models import Candidate, Conversation
 from ..schema.model import Schema
 from ..schema.tool import TOOL_NAME, flatten, output_model, tool_definition
-from .base import ExtractionError
+from .base import Extraction, ExtractionError
 
 SHAPES = ("flat", "nested")
 
@@ -88,16 +89,9 @@ Error:
 Correct it and call {tool} again."""
 
 
-class ExtractionRun(BaseModel):
-    """One extraction with its bookkeeping; `valid_at_try` is 1, 2, or None (never valid), as in the paper."""
-
-    candidates: list[Candidate] = Field(default_factory=list)
-    valid_at_try: Optional[int] = None
-    errors: list[str] = Field(default_factory=list)
-
-
 class ExtractionStats(BaseModel):
-    """Counts over an extractor's life: every run ends in exactly one of first_try, after_retry, invalid, failed."""
+    """Counts over an extractor's life: every run ends in exactly one of first_try, after_retry, invalid, failed.
+    Updated under the extractor's lock, so threads sharing one extractor add up exactly."""
 
     runs: int = 0
     first_try: int = 0
@@ -128,8 +122,7 @@ def describe_validation_error(e: ValidationError, limit: int = 20) -> str:
 class LLMExtractor:
     """Extractor over any OpenAI-compatible endpoint.
 
-    `last_valid_at_try` (1, 2 or None) and `last_run` describe the most recent call, for the benchmark; `stats`
-    counts all calls. They are per instance: give each worker thread its own extractor if you need them exact.
+    Each call's own outcome (try, errors) comes back in its `Extraction`; `stats` counts all calls, thread-safely.
     `max_tokens` bounds each answer (a small model under a grammar can otherwise repeat items until the context
     is full); None leaves it to the client (BOUNDMEM_LLM_MAX_TOKENS) or the server.
     """
@@ -142,9 +135,8 @@ class LLMExtractor:
         self.user_label = user_label
         self.shape = shape
         self.max_tokens = max_tokens
-        self.last_valid_at_try: Optional[int] = None
-        self.last_run: Optional[ExtractionRun] = None
         self.stats = ExtractionStats()
+        self._stats_lock = threading.Lock()
         self._cache: dict[Schema, Any] = {}
 
     def _compiled(self, schema: Schema):
@@ -177,14 +169,12 @@ class LLMExtractor:
             human = HUMAN_PROMPT.format(user_label=self.user_label, conversation=conv)
         return [{"role": "system", "content": system}, {"role": "user", "content": human}]
 
-    def run(self, conversation: Conversation, schema: Schema) -> ExtractionRun:
+    def extract(self, conversation: Conversation, schema: Schema) -> Extraction:
         """Extract with one retry on invalid output; raises ExtractionError if the retry is invalid too."""
-        self.stats.runs += 1
         if next(schema.details(), None) is None:
             # every category opted out: nothing may be extracted, so the model is not asked
-            self.stats.first_try += 1
-            self.stats.empty += 1
-            return self._done(ExtractionRun(valid_at_try=1))
+            self._count(runs=1, first_try=1, empty=1)
+            return Extraction()
         compiled = self._compiled(schema)
         tool = self.tool(schema)
         msgs = self.messages(conversation, schema)
@@ -197,8 +187,7 @@ class LLMExtractor:
             except LLMOutputError as e:
                 previous, error = e.raw, str(e)
             except LLMError:
-                self.stats.failed += 1
-                self._done(ExtractionRun(valid_at_try=None, errors=errors))
+                self._count(runs=1, failed=1)
                 raise
             else:
                 try:
@@ -210,26 +199,21 @@ class LLMExtractor:
                         error += "\n" + hint
                 else:
                     cands = self._flat_candidates(compiled, out) if self.shape == "flat" else self._candidates(schema, out)
-                    self.stats.first_try += attempt == 1
-                    self.stats.after_retry += attempt == 2
-                    self.stats.empty += not cands
-                    self.stats.candidates += len(cands)
-                    return self._done(ExtractionRun(candidates=cands, valid_at_try=attempt, errors=errors))
+                    self._count(runs=1, first_try=int(attempt == 1), after_retry=int(attempt == 2), empty=int(not cands),
+                                candidates=len(cands))
+                    return Extraction(candidates=cands, valid_at_try=attempt, errors=errors)
             errors.append(error)
             msgs = msgs[:2] + [{"role": "assistant", "content": previous[:4000] or "(nothing)"},
                                {"role": "user", "content": RETRY_PROMPT.format(
                                    previous=previous[:4000] or "(nothing)", error=error, tool=TOOL_NAME)}]
-        self.stats.invalid += 1
-        self._done(ExtractionRun(valid_at_try=None, errors=errors))
+        self._count(runs=1, invalid=1)
         raise ExtractionError(f"LLM output for conversation {conversation.id!r} was invalid twice "
                               f"(model {self.client.model!r}); nothing extracted. Last error: {errors[-1]}")
 
-    def extract(self, conversation: Conversation, schema: Schema) -> list[Candidate]:
-        return self.run(conversation, schema).candidates
-
-    def _done(self, run: ExtractionRun) -> ExtractionRun:
-        self.last_run, self.last_valid_at_try = run, run.valid_at_try
-        return run
+    def _count(self, **deltas: int) -> None:
+        with self._stats_lock:
+            for k, v in deltas.items():
+                setattr(self.stats, k, getattr(self.stats, k) + v)
 
     @staticmethod
     def _flat_candidates(flat: FlatSchema, out: BaseModel) -> list[Candidate]:

@@ -54,6 +54,7 @@ import numpy as np
 
 from ..models import Candidate, Conversation
 from ..schema.model import DetailRef, Schema
+from .base import Extraction
 from .category_index import CategoryIndex, fingerprint
 from .head import TrainedHead, bundled_head
 from .lasting import LastingModel, bundled_lasting, cue_of, explicit_cue, vetoed
@@ -141,8 +142,8 @@ class LocalExtractor:
         self._lock = threading.Lock()
 
     # --- public API ---------------------------------------------------------------------
-    def extract(self, conversation: Conversation, schema: Schema) -> list[Candidate]:
-        return self.extract_many([conversation], schema)[0]
+    def extract(self, conversation: Conversation, schema: Schema) -> Extraction:
+        return Extraction(candidates=self.extract_many([conversation], schema)[0])
 
     def warm(self, schema: Schema) -> None:
         """Load the model and embed everything schema-dependent, so the first live call costs what later ones do."""

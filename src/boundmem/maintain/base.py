@@ -1,15 +1,28 @@
 """Maintenance: reconcile a candidate with the stored preferences of the same detail category."""
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Literal, Optional, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
 
 from ..models import Candidate, Decision, Preference
 from ..schema.model import DetailCategory
 
 
+class Reconciliation(BaseModel):
+    """A maintainer's decision and how it was reached, returned to the caller rather than kept on the maintainer
+    (one maintainer serves many threads). `valid_at_try`: the try whose answer was used (1 or 2); None when no
+    answer was used (an LLM asked nothing because nothing was stored yet, or failed twice and the default won)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    decision: Decision
+    valid_at_try: Optional[Literal[1, 2]] = 1
+
+
 @runtime_checkable
 class Maintainer(Protocol):
-    def decide(self, candidate: Candidate, existing: list[Preference], detail: DetailCategory) -> Decision:
+    def decide(self, candidate: Candidate, existing: list[Preference], detail: DetailCategory) -> Reconciliation:
         """pass (duplicate of `target`), update (replaces `target`), append (new; only if detail.multiple),
         insert (nothing stored yet). Implementations must never return append for a single-preference category."""
 

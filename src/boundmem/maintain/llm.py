@@ -14,7 +14,7 @@ from ..llm.client import LLMClient
 from ..llm.errors import LLMNoToolCall, LLMOutputError
 from ..models import Candidate, Decision, Preference
 from ..schema.model import DetailCategory
-from .base import enforce_multiplicity
+from .base import Reconciliation, enforce_multiplicity
 
 _COMMON = """\
 You maintain a database of a user's long-term preferences. An incoming preference must be reconciled with \
@@ -77,11 +77,10 @@ def _shown(detail: DetailCategory, p: Preference | Candidate, pk: Optional[str] 
 
 
 class LLMMaintainer:
-    """Maintainer over any OpenAI-compatible endpoint. `last_valid_at_try` is 1, 2, or None (defaulted to pass)."""
+    """Maintainer over any OpenAI-compatible endpoint; each decision comes back with the try that gave it."""
 
     def __init__(self, client: LLMClient):
         self.client = client
-        self.last_valid_at_try: Optional[int] = None
 
     def messages(self, candidate: Candidate, existing: list[Preference], detail: DetailCategory) -> list[dict[str, str]]:
         shown = json.dumps([_shown(detail, p, p.id) for p in existing], ensure_ascii=False, indent=1)
@@ -89,10 +88,10 @@ class LLMMaintainer:
         return [{"role": "system", "content": MP_PROMPT if detail.multiple else MNP_PROMPT},
                 {"role": "user", "content": human}]
 
-    def decide(self, candidate: Candidate, existing: list[Preference], detail: DetailCategory) -> Decision:
+    def decide(self, candidate: Candidate, existing: list[Preference], detail: DetailCategory) -> Reconciliation:
         if not existing:
-            self.last_valid_at_try = None
-            return Decision(action="insert", candidate=candidate, reason="nothing stored yet")
+            return Reconciliation(decision=Decision(action="insert", candidate=candidate, reason="nothing stored yet"),
+                                  valid_at_try=None)
         tools = maintenance_tools(existing, detail.multiple)
         msgs = self.messages(candidate, existing, detail)
         human = msgs[1]["content"]
@@ -103,12 +102,12 @@ class LLMMaintainer:
                 prefix = MISSED_PROMPT if isinstance(e, LLMNoToolCall) else INVALID_PROMPT.format(error=e)
                 msgs = [msgs[0], {"role": "user", "content": prefix + human}]
                 continue
-            self.last_valid_at_try = attempt
-            return enforce_multiplicity(self._decision(candidate, r.name, r.arguments, r.content), existing, detail)
-        self.last_valid_at_try = None
+            d = enforce_multiplicity(self._decision(candidate, r.name, r.arguments, r.content), existing, detail)
+            return Reconciliation(decision=d, valid_at_try=attempt)
         # the paper's default: when the model will not decide, keep what is stored
-        return Decision(action="pass", candidate=candidate, target=existing[-1].id,
-                        reason="model called no valid tool twice; kept the stored preference")
+        return Reconciliation(decision=Decision(action="pass", candidate=candidate, target=existing[-1].id,
+                                                reason="model called no valid tool twice; kept the stored preference"),
+                              valid_at_try=None)
 
     @staticmethod
     def _decision(candidate: Candidate, name: str, args: dict[str, Any], content: str) -> Decision:

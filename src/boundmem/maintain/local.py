@@ -30,7 +30,7 @@ from typing import Optional
 from ..models import Candidate, Decision, Preference
 from ..embed import Embedder
 from ..schema.model import DetailCategory
-from .base import enforce_multiplicity
+from .base import Reconciliation, enforce_multiplicity
 from .polarity import PolarityModel, cue_negates
 
 _FILLER = {"a", "an", "the", "of", "for", "and", "to", "with", "my", "i", "food", "foods", "cuisine", "music",
@@ -101,7 +101,10 @@ class LocalMaintainer:
             return self.polarity.negates(self.embedder, detail.name, attribute, sentence)
         return cue_negates(attribute, sentence)
 
-    def decide(self, candidate: Candidate, existing: list[Preference], detail: DetailCategory) -> Decision:
+    def decide(self, candidate: Candidate, existing: list[Preference], detail: DetailCategory) -> Reconciliation:
+        return Reconciliation(decision=self._decision(candidate, existing, detail))
+
+    def _decision(self, candidate: Candidate, existing: list[Preference], detail: DetailCategory) -> Decision:
         if not existing:
             return Decision(action="insert", candidate=candidate, reason="nothing stored yet")
         c_base, c_neg = split_negation(candidate.attribute, detail)
