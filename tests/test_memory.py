@@ -66,6 +66,22 @@ def test_insert_pass_append_update(mem):
     assert upd.before["attribute"] == "21" and upd.after["attribute"] == "19"
 
 
+def test_ingest_result_carries_the_stored_preferences_in_their_final_state(mem):
+    """Inserted, appended and updated preferences come back as stored; a pass stores nothing; an insert that a later
+    candidate of the same ingest updates is listed once, as it ended up."""
+    mem.extractor.next = [Candidate(path=CUISINE, attribute="Italian", sentence="I love Italian food"),
+                          Candidate(path=TEMP, attribute="21", sentence="21 degrees please, always"),
+                          Candidate(path=TEMP, attribute="19", sentence="Make it 19 from now on")]
+    r = mem.add(conv("c1"), "u")
+    assert [d.action for d in r.decisions] == ["insert", "insert", "update"]
+    assert r.stored == mem.preferences("u") and [p.attribute for p in r.stored] == ["Italian", "19"]
+    mem.extractor.next = [Candidate(path=CUISINE, attribute="Italian", sentence="Italian again"),
+                          Candidate(path=CUISINE, attribute="Mexican", sentence="Mexican is great too")]
+    r = mem.add(conv("c2"), "u")
+    assert [d.action for d in r.decisions] == ["pass", "append"]
+    assert r.stored == [p for p in mem.preferences("u") if p.attribute == "Mexican"]
+
+
 def test_opted_out_category_is_pruned_for_extractor_and_blocked_at_storage(mem):
     mem.extractor.next = [Candidate(path=CUISINE, attribute="Italian", sentence="I love Italian food")]
     mem.add(conv("c1"), "u")

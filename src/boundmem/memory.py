@@ -133,6 +133,7 @@ class Memory:
                 decisions, _ = self._plan(allowed, tx.preferences, user, conversation_id)
                 self._embed_rewrites(allowed, decisions, vec_of)
             real_ids: dict[str, str] = {}
+            stored: dict[str, Preference] = {}
             for (c, ref), d in zip(allowed, decisions):
                 if d.target in real_ids:
                     d = d.model_copy(update={"target": real_ids[d.target]})
@@ -147,8 +148,9 @@ class Memory:
                         p = tx.insert(c.path, new.attribute, new.sentence, vec, conversation_id, cause)
                         real_ids[d.target or ""] = p.id
                         d = d.model_copy(update={"target": p.id})
+                        stored[p.id] = p
                     elif d.action == "update":
-                        tx.replace(d.target, new.attribute, new.sentence, vec, conversation_id, cause)
+                        stored[d.target] = tx.replace(d.target, new.attribute, new.sentence, vec, conversation_id, cause)
                     else:
                         tx.note("pass", cause, d.target, {"attribute": c.attribute, "sentence": c.sentence})
                 except OptedOutError:
@@ -156,6 +158,7 @@ class Memory:
                     result.blocked.append(c)
                     continue
                 result.decisions.append(d)
+            result.stored = list(stored.values())
             if then is not None:
                 then(tx, result)
         return result

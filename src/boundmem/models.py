@@ -121,6 +121,8 @@ class IngestResult(BaseModel):
     conversation_id: str
     decisions: list[Decision] = []
     blocked: list[Candidate] = Field(default_factory=list, description="Candidates dropped because their category is opted out.")
+    stored: list[Preference] = Field(default_factory=list, description="The preferences this ingest inserted, appended "
+                                     "or updated, as stored (one per id, in its final state).")
     consent: list[ConsentAction] = Field(default_factory=list, description="Consent requests said in the conversation "
                                          "(opt-outs, deletions), applied before extraction; those turns are not extracted.")
 

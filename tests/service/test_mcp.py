@@ -151,3 +151,36 @@ def test_a_server_bound_to_a_user_token_stops_when_it_is_revoked(tmp_path):
         r = subprocess.run([sys.executable, *args[:args.index("--token") + 1], bad, *args[args.index("--token") + 2:]],
                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         assert r.returncode == 2 and why in r.stderr, (why, r.stderr)
+
+
+def test_add_answers_with_what_was_stored_without_reading_it_back(tmp_path):
+    """The ingest result carries the stored preferences (as inserted or updated), so `add` reads nothing back."""
+    from boundmem.extract.keyword import KeywordExtractor
+    from boundmem.maintain.rules import RuleMaintainer
+    from boundmem.memory import Memory
+    from boundmem.schema import builtin_schema
+    from boundmem.embed import HashEmbedder
+    from boundmem.service.mcp import Binding, build_server
+    from boundmem.store.sqlite import SQLiteStore
+
+    class CountingStore(SQLiteStore):
+        gets = 0
+
+        def get(self, user, pref_id):
+            CountingStore.gets += 1
+            return super().get(user, pref_id)
+
+    store = CountingStore(tmp_path / "m.db")
+    mem = Memory(schema=builtin_schema(), store=store, extractor=KeywordExtractor(), maintainer=RuleMaintainer(),
+                 embedder=HashEmbedder())
+    server = build_server(mem, Binding(tenant="agent", user="alice"))
+    try:
+        first = _structured(anyio.run(server.call_tool, "add", {"user_messages": ["I love Italian food."]}))
+        (italian,) = store.preferences("agent:alice")
+        assert first["stored"] == [{"id": italian.id, "category": str(italian.path), "attribute": "Italian",
+                                    "sentence": "I love Italian food."}]
+        again = _structured(anyio.run(server.call_tool, "add", {"user_messages": ["Italian food, as always."]}))
+        assert again["stored"] == [] and again["unchanged"] == 1
+        assert CountingStore.gets == 0
+    finally:
+        store.close()

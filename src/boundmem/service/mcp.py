@@ -163,9 +163,8 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
         m = mem()
         conv = Conversation(id=conversation_id or "mcp", turns=tuple(Turn(role="user", text=t) for t in user_messages))
         r = m.add(conv, ns)
-        ids = [d.target for d in r.decisions if d.action != "pass" and d.target]
-        stored = [sp(m.store.get(ns, i)) for i in ids]
-        return AddResult(stored=stored, unchanged=sum(d.action == "pass" for d in r.decisions), blocked=len(r.blocked))
+        return AddResult(stored=[sp(p) for p in r.stored], unchanged=sum(d.action == "pass" for d in r.decisions),
+                         blocked=len(r.blocked))
 
     @server.tool()
     @_refusals
