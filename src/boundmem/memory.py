@@ -201,7 +201,7 @@ class Memory:
 
     # --- reading ------------------------------------------------------------------------
     def recall(self, utterance: str, user: str, k: Optional[int] = 5) -> list[RecallHit]:
-        return self.retriever.recall(utterance, user, k, exclude_prefixes=tuple(self.store.opt_outs(user)))
+        return self.retriever.recall(utterance, user, k)
 
     def preferences(self, user: str, category: Optional[str] = None) -> list[Preference]:
         return self.store.preferences(user, self.schema.resolve_prefix(category) if category else None)
@@ -240,7 +240,7 @@ def _apply_consent(tx, r, cause_base: str) -> ConsentAction:
     said = _redact(r.utterance, gone)
     cause = f"consent by voice in {cause_base}: {said!r}"
     if r.kind == "opt_out":
-        covered = blocking_rule(tx._opt, r.prefix) if hasattr(tx, "_opt") else None
+        covered = blocking_rule(tx.opt_outs(), r.prefix)
         if covered is not None:
             return ConsentAction(kind="opt_out", prefix=r.prefix, utterance=r.utterance, note=f"already opted out of {covered}")
         purged = tx.opt_out(r.prefix, cause, utterance=said)

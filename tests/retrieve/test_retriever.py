@@ -72,15 +72,17 @@ def test_k_is_respected_and_ordered(sqlite_store):
         r.recall("tacos", "u", k=0)
 
 
-def test_opted_out_prefixes_are_skipped(sqlite_store):
+def test_opted_out_prefixes_are_skipped_for_fixed_and_dynamic_k(sqlite_store):
+    """The store applies the user's opt-outs in search; here the rows under them are left in place (only the opt-out
+    row is written), so it is the search, not the purge, that keeps them out."""
     emb = HashEmbedder()
     fill(sqlite_store, emb, "u", ROWS)
     r = Retriever(sqlite_store, emb, SCHEMA)
+    with sqlite_store.transaction("u") as tx:
+        tx._q("INSERT INTO opt_outs(subject, prefix, at) VALUES (?,?,?)", (tx.subject, "points_of_interest/restaurant", tx.d.now()))
     for k in (10, None):
-        hits = r.recall("I love pasta and pizza", "u", k=k, exclude_prefixes=("points_of_interest/restaurant",))
+        hits = r.recall("I love pasta and pizza", "u", k=k)
         assert hits and all(h.preference.path.sub != "restaurant" for h in hits)
-    hits = r.recall("jazz", "u", k=10, exclude_prefixes=("entertainment_and_media", str(PARKING.path)))
-    assert {h.preference.path.main for h in hits} == {"points_of_interest"} and len(hits) == 3
 
 
 def test_dynamic_k_returns_the_subcategory_of_the_best_match(sqlite_store):

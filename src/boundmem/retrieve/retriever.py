@@ -35,14 +35,14 @@ class Retriever:
         self.store, self.embedder, self.schema, self.prior_weight = store, embedder, schema, prior_weight
         self._protos: Optional[dict[tuple[str, str], np.ndarray]] = None
 
-    def recall(self, utterance: str, user: str, k: Optional[int] = 5, exclude_prefixes: tuple[str, ...] = ()) -> list[RecallHit]:
+    def recall(self, utterance: str, user: str, k: Optional[int] = 5) -> list[RecallHit]:
         if k is not None and k < 1:
             raise ValueError(f"k must be >= 1 or None (dynamic), got {k}")
         q = self.embedder.embed([utterance])[0]
         if k is not None:
-            hits = self.store.search(user, q, k, exclude_prefixes)
+            hits = self.store.search(user, q, k)
         else:
-            hits = self._dynamic(q, self.store.search(user, q, 1_000_000, exclude_prefixes))
+            hits = self._dynamic(q, self.store.search(user, q, 1_000_000))
         return [RecallHit(preference=p, score=s) for p, s in hits]
 
     def predict_subcategory(self, query: np.ndarray, hits: list[tuple[Preference, float]]) -> Optional[tuple[str, str]]:

@@ -71,10 +71,18 @@ class StoreTx(Protocol):
                 conversation_id: Optional[str], cause: str) -> Preference:
         """Update in place (keeps the id, records before/after)."""
 
-    def delete(self, pref_id: str, cause: str) -> Preference: ...
+    def delete(self, pref_id: str, cause: str, why: str = "deleted on request") -> Preference:
+        """`why` is the content-free reason the erased entry keeps."""
 
     def note(self, op: str, cause: str, preference_id: Optional[str] = None, detail: Optional[dict] = None) -> None:
         """Record a decision that changes nothing (e.g. maintenance 'pass') in the audit log."""
+
+    def opt_outs(self) -> list[str]:
+        """The user's opt-outs in force inside this transaction, including those made in it."""
+
+    def opt_out(self, prefix: str, cause: str, utterance: Optional[str] = None) -> list[Preference]:
+        """Record the opt-out and purge what it covers (`utterance`: what the user said, kept as the consent
+        record); later writes in this transaction under it are refused. Returns what was purged."""
 
 
 @runtime_checkable
@@ -89,8 +97,9 @@ class Store(Protocol):
     def vectors(self, user: str) -> tuple[list[Preference], np.ndarray]:
         """All of one user's preferences and their unit-norm embeddings (rows aligned)."""
 
-    def search(self, user: str, query: np.ndarray, k: int, exclude_prefixes: tuple[str, ...] = ()) -> list[tuple[Preference, float]]:
-        """Cosine top-k among one user's preferences only (EmbeddingDimensionError for a query of another dimension)."""
+    def search(self, user: str, query: np.ndarray, k: int) -> list[tuple[Preference, float]]:
+        """Cosine top-k among one user's preferences only, never one under the user's opt-outs (the store applies
+        them itself, so no caller can forget to) (EmbeddingDimensionError for a query of another dimension)."""
 
     def embedding_dim(self) -> Optional[int]:
         """The store's embedding dimension, fixed by the first vector ever written (None while there is none)."""

@@ -126,6 +126,11 @@ def _prefix_sql(prefix: str) -> tuple[str, list[str]]:
     return " AND ".join(f"{c}=%s" for c in ("main", "sub", "detail")[: len(parts)]), parts
 
 
+# a preference lies under an opt-out if the prefix is its main, main/sub or main/sub/detail (store.base.blocking_rule)
+_NOT_OPTED_OUT = ("NOT EXISTS (SELECT 1 FROM opt_outs o WHERE o.subject=%s AND o.prefix IN "
+                  "(main, main || '/' || sub, main || '/' || sub || '/' || detail))")
+
+
 def _vec(row_value: Any) -> np.ndarray:
     return np.asarray(row_value.to_numpy() if hasattr(row_value, "to_numpy") else row_value, dtype=np.float32)
 
@@ -295,22 +300,17 @@ class PostgresStore(SingleWrites):
             self._dim = int(r[0][0]) if r else None
         return self._dim
 
-    def search(self, user, query, k, exclude_prefixes=()) -> list[tuple[Preference, float]]:
+    def search(self, user, query, k) -> list[tuple[Preference, float]]:
         q = unit(query)
         dim = self.embedding_dim()
         if dim is not None and dim != len(q):
             raise dim_mismatch(user, dim, len(q))
         if k <= 0:
             return []
-        conds, params = [], []
-        for x in exclude_prefixes:
-            c, p = _prefix_sql(x)
-            conds.append(f"NOT ({c})")
-            params += p
-        where = " AND ".join(["user_id=%s", *conds])
         try:
-            rows = self._query(f"SELECT {_COLS}, embedding <#> %s AS d FROM preferences WHERE {where} "
-                               f"ORDER BY d, created_at, seq LIMIT %s", (q, user, *params, k))
+            rows = self._query(f"SELECT {_COLS}, embedding <#> %s AS d FROM preferences "
+                               f"WHERE user_id=%s AND {_NOT_OPTED_OUT} ORDER BY d, created_at, seq LIMIT %s",
+                               (q, user, self.keys.subject(user), k))
         except psycopg.errors.DataException as e:
             if "dimensions" not in str(e):
                 raise

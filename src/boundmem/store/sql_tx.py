@@ -305,6 +305,9 @@ class SqlTx:
         self._audit(op, preference_id, None, detail, cause, category,
                     "seen again in a conversation" if op == "pass" else op)
 
+    def opt_outs(self) -> list[str]:
+        return list(self._opt)
+
     def opt_out(self, prefix: str, cause: str, utterance: Optional[str] = None) -> list[Preference]:
         """Record the opt-out and purge what it covers; later writes in this transaction are refused too.
 

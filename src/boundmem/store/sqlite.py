@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import NotFoundError, StoreError
 from ..models import AuditEntry, Preference, UserExport, utcnow
-from .base import AuditCheck, StoreBusy, unit
+from .base import AuditCheck, StoreBusy, blocking_rule, unit
 from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, dim_mismatch, load_keys, migrate_legacy,
                      row_to_pref, stack, verify_log)
 
@@ -229,7 +229,7 @@ class SQLiteStore(SingleWrites):
             self._dim = int(r[0]) if r else None
         return self._dim
 
-    def search(self, user, query, k, exclude_prefixes=()) -> list[tuple[Preference, float]]:
+    def search(self, user, query, k) -> list[tuple[Preference, float]]:
         q = unit(query)
         dim = self.embedding_dim()
         if dim is not None and dim != len(q):
@@ -237,7 +237,8 @@ class SQLiteStore(SingleWrites):
         prefs, mat = self.vectors(user)
         if not prefs or k <= 0:
             return []
-        keep = [i for i, p in enumerate(prefs) if not any(p.path.within(x) for x in exclude_prefixes)]
+        opted = self.opt_outs(user)
+        keep = [i for i, p in enumerate(prefs) if blocking_rule(opted, p.path) is None]
         if not keep:
             return []
         if mat.shape[1] != len(q):
