@@ -68,6 +68,18 @@ def test_submit_returns_at_once_and_the_worker_applies_it(mem):
     assert row[0] is None and "Italian" not in row[1]
 
 
+def test_a_job_queued_with_the_old_conversation_shape_still_applies(mem):
+    """Conversations used to carry an (unread) "at"; a job queued before it went must not fail after an upgrade."""
+    job = mem.submit(conv("c1", "Italian"), "alice", start_worker=False)
+    con = sqlite3.connect(mem.store.path)
+    with con:
+        con.execute("UPDATE jobs SET payload=? WHERE id=?",
+                    ('{"id": "c1", "turns": [{"role": "user", "text": "Italian"}], "at": null}', job.id))
+    con.close()
+    assert mem.jobs.drain(mem) == 1 and mem.job(job.id).status == "done"
+    assert [p.attribute for p in mem.preferences("alice")] == ["Italian"]
+
+
 def test_a_job_is_visible_only_to_its_user(mem):
     job = mem.submit(conv("c1", "Thai"), "alice", start_worker=False)
     assert mem.job(job.id, "alice").status == "pending"

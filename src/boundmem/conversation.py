@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -55,7 +55,7 @@ def parse_conversation(obj: Any, file: str = "<input>", line: int | None = None,
     if cid is None or not str(cid).strip():
         raise ConversationFileError(file, "missing conversation id", line, "id")
     try:
-        return Conversation(id=str(cid), turns=tuple(_turns(obj[field], file, line, field)), at=obj.get("at"))
+        return Conversation(id=str(cid), turns=tuple(_turns(obj[field], file, line, field)))
     except ValidationError as e:
         err = e.errors()[0]
         raise ConversationFileError(file, err["msg"], line, ".".join(map(str, err["loc"]))) from None
@@ -107,7 +107,3 @@ def read_conversations(path: str | Path) -> list[Conversation]:
 
 def render(conv: Conversation, user_label: str = "User") -> str:
     return "\n".join(f"{user_label if t.role == 'user' else 'Voice Assistant'}: {t.text}" for t in conv.turns)
-
-
-def iter_user_texts(conv: Conversation) -> Iterable[str]:
-    return (t.text for t in conv.turns if t.role == "user")

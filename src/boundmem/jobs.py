@@ -280,7 +280,9 @@ class JobQueue:
                 (self.owner, now + self.lease_seconds, now, seq, now))
             if cur.rowcount != 1:
                 return None
-        return self.get(job_id), Conversation.model_validate_json(payload)
+        conv = json.loads(payload)
+        conv.pop("at", None)   # queued before Conversation lost its never-read "at"
+        return self.get(job_id), Conversation.model_validate(conv)
 
     def _finish_sql(self) -> str:
         return self._sql("UPDATE jobs SET status=?, payload=NULL, result=?, error=?, finished_at=?, owner=NULL, "

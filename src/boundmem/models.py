@@ -25,7 +25,6 @@ class Conversation(BaseModel):
 
     id: str = Field(min_length=1)
     turns: tuple[Turn, ...] = Field(min_length=1)
-    at: Optional[datetime] = None
 
     def user_sentences(self) -> list[tuple[int, str]]:
         return [(i, t.text) for i, t in enumerate(self.turns) if t.role == "user"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal, Optional, Sequence
+from typing import Literal, Optional
 
 import numpy as np
 
@@ -268,7 +268,3 @@ class LocalConsentDetector:
 
 def _same_branch(a: str, b: str) -> bool:
     return a.startswith(b + "/") or b.startswith(a + "/")
-
-
-def consent_turns(requests: Sequence[ConsentRequest]) -> set[int]:
-    return {r.turn for r in requests}

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 from ..errors import ConfigError
-from ..user_id import TENANT_PATTERN, USER_ID_PATTERN, InvalidUserId, namespaced, valid_tenant, valid_user_id
+from ..user_id import TENANT_PATTERN, valid_tenant
 
-__all__ = ["KeyRing", "KeysFileError", "USER_ID_PATTERN", "TENANT_PATTERN", "InvalidUserId", "namespaced",
-           "valid_user_id", "valid_tenant"]
+__all__ = ["KeyRing", "KeysFileError"]
 MIN_KEY_LENGTH = 16
 
 

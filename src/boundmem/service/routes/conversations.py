@@ -25,7 +25,7 @@ def add_conversation(body: ConversationIn, s: Subj, mem: Mem, limits: Limits,
     (`max_turns`, `max_turn_chars`, `max_total_chars`): 413 naming it, nothing read or stored. The extractor's
     model or the embedding endpoint failing: 502 naming which, nothing stored."""
     limits.check_turns(t.text for t in body.turns)
-    conv = Conversation(id=body.id, turns=tuple(body.turns), at=body.at)
+    conv = Conversation(id=body.id, turns=tuple(body.turns))
     if run_async:
         return jobs_api.accepted(mem, s.user, s.ns, conv)
     r = mem.add(conv, s.ns)
