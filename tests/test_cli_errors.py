@@ -68,3 +68,16 @@ def test_an_llm_endpoint_failing_during_ingest_exits_4_naming_the_conversation(t
     assert r.exit_code == 4, r.output
     assert "trip-1" in r.output and "HTTP 500" in r.output and "nothing stored" in r.output
     assert "Traceback" not in r.output
+
+
+def test_an_llm_extractor_without_key_or_endpoint_is_a_setting_to_fix_exit_2(tmp_path, monkeypatch):
+    """Before: the client raised LLMError, an upstream failure (exit 4, 502), though nothing was ever sent."""
+    conv = tmp_path / "c.json"
+    conv.write_text(json.dumps({"id": "trip-1", "turns": [{"role": "user", "text": "I love Italian food."}]}))
+    for k in ("BOUNDMEM_LLM_BASE_URL", "OPENAI_BASE_URL", "BOUNDMEM_LLM_API_KEY", "OPENAI_API_KEY",
+              "AZURE_OPENAI_API_KEY", "BOUNDMEM_LLM_AZURE_ENDPOINT"):
+        monkeypatch.delenv(k, raising=False)
+    r = CliRunner().invoke(main_app, ["ingest", str(conv), "-u", "alice", "--db", str(tmp_path / "m.db"),
+                                      "--extractor", "llm", "--maintainer", "rules", "--embedder", "hash"])
+    assert r.exit_code == 2, r.output
+    assert "no API key" in r.stderr and "BOUNDMEM_LLM_API_KEY" in r.stderr and "Traceback" not in r.output

@@ -49,6 +49,8 @@ class IngestOut(BaseModel):
     conversation_id: str
     decisions: list[Decision]
     blocked: list[Candidate] = Field(description="Candidates dropped because their category is opted out.")
+    stored: list[PreferenceOut] = Field(default_factory=list, description="The preferences this conversation inserted, "
+                                        "appended or updated, as stored (one per id, in its final state).")
     consent: list[ConsentAction] = Field(default_factory=list, description="Consent said in the conversation and applied.")
 
 

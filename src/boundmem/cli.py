@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperGroup
 
-from .config import cli_choice, cli_default, cli_settings
+from .cli_options import cli_choice, cli_default, cli_settings
 from .conversation import read_conversations
 from .embed.registry import EMBEDDERS
 from .errors import BoundmemError, InputError, NotFoundError, UpstreamError, exit_code

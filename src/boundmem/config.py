@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Optional, Sequence
+from typing import Any, Callable, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -186,59 +186,7 @@ def secret_from(variable: str) -> Optional[str]:
     return v if v and v.strip() else None
 
 
-# --- the command line: one Settings per invocation, shared by every (sub)command ----------------------------------
-_CLI: Optional[tuple[dict[str, str], Settings]] = None
-
-
-def cli_settings() -> Settings:
-    """The Settings of the running command: built from the environment on first use and reused by every option and
-    (sub)command of the invocation (rebuilt only if the environment changed, as between in-process test runs). An
-    invalid variable ends the command with exit code 2 and a message naming it. typer is imported only here and in
-    the option callbacks below, so the library does not need it."""
-    global _CLI
-    env = dict(os.environ)
-    if _CLI is None or _CLI[0] != env:
-        try:
-            _CLI = (env, Settings.from_env(env))
-        except ConfigError as e:
-            import typer
-
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(2) from e
-    return _CLI[1]
-
-
-def cli_default(field: Optional[str], choices: Sequence[str] = ()) -> Callable[..., Any]:
-    """A typer option callback: an option left out takes Settings' value of `field` ("db", "embed.embedder",
-    "service.keys"; the settings' types are the options' own: str, Path); with `choices` (a registry's), any other
-    name is a usage error that lists them and says where the name came from."""
-
-    def fill(ctx, param, value):
-        import typer
-
-        source = ""
-        if value is None and field is not None:
-            value = cli_settings()
-            for part in field.split("."):
-                value = getattr(value, part)
-            if isinstance(value, SecretStr):
-                value = value.get_secret_value()
-            if value is None:
-                return None
-            source = f" (from {_env_name(field)})"
-        if choices and value not in choices:
-            raise typer.BadParameter(f"{value!r}{source} is not one of {', '.join(choices)}", ctx, param)
-        return value
-
-    return fill
-
-
-def cli_choice(choices: Sequence[str]) -> Callable[..., Any]:
-    """A typer option callback that accepts only `choices` (a registry's), naming them otherwise."""
-    return cli_default(None, choices)
-
-
-def _env_name(field: str) -> str:
+def env_name(field: str) -> str:
     """The variable behind a field: every field's description starts with it."""
     group, _, name = field.rpartition(".")
     model: Any = Settings if not group else Settings.model_fields[group].annotation

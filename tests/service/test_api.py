@@ -32,6 +32,15 @@ def test_add_then_list_shows_sentence_category_and_time(client, memory):
     assert memory.store.preferences("alice") == []
 
 
+def test_the_ingest_answer_carries_what_was_stored_as_the_list_shows_it(client):
+    """A client (a voice assistant confirming "I'll remember that") needs no second request to learn what was kept."""
+    r = add(client, "I love Italian food.", "Please play some Jazz while we drive.")
+    listed = {p["id"]: p for p in client.get(f"{U}/preferences", headers=A).json()["preferences"]}
+    assert {p["id"]: p for p in r["stored"]} == listed and len(listed) == 2
+    again = add(client, "I love Italian food.", cid="c2")   # the same preference again: a pass, nothing stored
+    assert [d["action"] for d in again["decisions"]] == ["pass"] and again["stored"] == []
+
+
 def test_list_filtered_by_category(client):
     add(client, "I love Italian food.", "Please play some Jazz while we drive.")
     prefs = client.get(f"{U}/preferences", params={"category": "entertainment_and_media"}, headers=A).json()["preferences"]

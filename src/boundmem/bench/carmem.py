@@ -14,7 +14,8 @@ from typing import Any, Optional
 import typer
 from pydantic import BaseModel, Field
 
-from ..config import Settings, cli_settings
+from ..cli_options import cli_settings
+from ..config import Settings
 from ..embed.registry import EMBEDDERS as EMBEDDER_REGISTRY
 from ..extract.base import ExtractionError
 from ..extract.registry import EXTRACTORS as EXTRACTOR_REGISTRY

@@ -17,7 +17,8 @@ from typing import Any, Literal, Optional
 import typer
 from pydantic import BaseModel, Field
 
-from ..config import Settings, cli_settings
+from ..cli_options import cli_settings
+from ..config import Settings
 from ..models import Conversation, Turn
 from ..schema.load import builtin_schema
 from .carmem import EMBEDDERS, EXTRACTORS, MAINTAINERS, Components, build_components

@@ -18,7 +18,8 @@ from typing import Any, Callable, Optional
 import typer
 
 from ..caim.base import DialogueMemory
-from ..config import Settings, cli_settings
+from ..cli_options import cli_settings
+from ..config import Settings
 from ..embed.registry import EMBEDDERS as EMBEDDER_REGISTRY
 from .gvd_data import GVDDataError, GVDDataset, load_gvd
 from .gvd_eval import ABSTENTION, evaluate_question

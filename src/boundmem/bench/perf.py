@@ -18,7 +18,8 @@ from typing import Optional
 import numpy as np
 import typer
 
-from ..config import Settings, cli_settings
+from ..cli_options import cli_settings
+from ..config import Settings
 from ..extract.base import BatchExtractor, Warmable
 from ..models import Conversation, Turn
 from ..schema.load import builtin_schema

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..cli import ErrorExitGroup
-from ..config import cli_choice, cli_default, cli_settings
+from ..cli_options import cli_choice, cli_default, cli_settings
 from ..embed.registry import EMBEDDERS
 from ..errors import NotFoundError
 from ..user_id import cli_user_id as _user_id  # the one user-id rule, as on the main CLI, the API and MCP

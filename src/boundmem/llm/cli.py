@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from ..config import cli_settings
+from ..cli_options import cli_settings
 from . import local as L
 
 app = typer.Typer(help="LLM endpoints: a local offline server, the extraction tool, usage logs.", no_args_is_help=True)

@@ -19,6 +19,7 @@ from typing import Any, Optional, Sequence
 from pydantic import BaseModel, Field
 
 from ..config import LLMSettings
+from ..errors import ConfigError
 from .errors import LLMBadArguments, LLMError, LLMNoToolCall, LLMOutputError, LLMTimeout, LLMUnknownTool
 
 DEFAULT_MODEL = "gpt-4o-2024-08-06"
@@ -92,10 +93,11 @@ class LLMClient:
         import openai  # the optional `llm` extra; imported here so the offline install never needs it
 
         if not model:
-            raise LLMError("no model name given (set BOUNDMEM_LLM_MODEL)")
+            raise ConfigError("no model name given (set BOUNDMEM_LLM_MODEL)")
         if timeout <= 0 or max_retries < 0 or backoff_base < 0 or backoff_max < 0 or (max_tokens is not None and max_tokens < 1):
-            raise LLMError(f"invalid client settings: timeout={timeout}, max_retries={max_retries}, "
-                           f"backoff_base={backoff_base}, backoff_max={backoff_max}, max_tokens={max_tokens}", model=model)
+            raise ConfigError(f"invalid LLM client settings for model {model!r}: timeout={timeout}, "
+                              f"max_retries={max_retries}, backoff_base={backoff_base}, backoff_max={backoff_max}, "
+                              f"max_tokens={max_tokens}")
         self.model = model
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
@@ -109,8 +111,8 @@ class LLMClient:
         self.endpoint = _public_url(azure_endpoint or base_url or OPENAI_URL)
         if not api_key:
             if base_url is None and azure_endpoint is None:
-                raise LLMError("no API key: set OPENAI_API_KEY or BOUNDMEM_LLM_API_KEY (a local server given by "
-                               "BOUNDMEM_LLM_BASE_URL needs none)", model=model, endpoint=self.endpoint)
+                raise ConfigError(f"no API key for {self.endpoint} (model {model!r}): set OPENAI_API_KEY or "
+                                  "BOUNDMEM_LLM_API_KEY (a local server given by BOUNDMEM_LLM_BASE_URL needs none)")
             api_key = LOCAL_DUMMY_KEY
         self._key = api_key
         if azure_endpoint:

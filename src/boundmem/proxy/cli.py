@@ -8,7 +8,8 @@ from typing import Optional
 import typer
 
 from ..cli import ErrorExitGroup
-from ..config import cli_default, secret_from
+from ..cli_options import cli_default
+from ..config import secret_from
 from ..service.cli import (DB, EMBEDDER, EXTRACTOR, KEYS, MAINTAINER, SCHEMA, SECRET, STATE, _fail, _issuer, _load_keys,
                            _memory_factory)
 

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from ..cli import ErrorExitGroup
-from ..config import cli_choice, cli_default, cli_settings
+from ..cli_options import cli_choice, cli_default, cli_settings
 from ..embed.registry import EMBEDDERS
 from ..errors import ConfigError, InputError
 from ..extract.registry import EXTRACTORS

@@ -30,7 +30,7 @@ def add_conversation(body: ConversationIn, s: Subj, mem: Mem, limits: Limits,
         return jobs_api.accepted(mem, s.user, s.ns, conv)
     r = mem.add(conv, s.ns)
     return IngestOut(user=s.user, conversation_id=r.conversation_id, decisions=r.decisions, blocked=r.blocked,
-                     consent=r.consent)
+                     stored=[preference_out(mem, p, s.user) for p in r.stored], consent=r.consent)
 
 
 @router.post("/v1/users/{user}/recall", response_model=RecallOut)

@@ -1,0 +1,57 @@
+"""Command-line options backed by the Settings: an option left out takes the value of its environment variable,
+a stage option accepts only its registry's names. Kept apart from config.py so the library never needs typer."""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+import typer
+from pydantic import SecretStr
+
+from .config import Settings, env_name
+from .errors import ConfigError
+
+_META_KEY = "boundmem.settings"
+
+
+def cli_settings(ctx: Optional[typer.Context] = None) -> Settings:
+    """The Settings of the running command, read from the environment. Given the click context, they are read once
+    per invocation and kept in its `meta` (shared by every option and subcommand of that invocation), so no state
+    outlives the command. An invalid variable ends the command with exit code 2 and a message naming it."""
+    if ctx is not None and _META_KEY in ctx.meta:
+        return ctx.meta[_META_KEY]
+    try:
+        settings = Settings.from_env()
+    except ConfigError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from e
+    if ctx is not None:
+        ctx.meta[_META_KEY] = settings
+    return settings
+
+
+def cli_default(field: Optional[str], choices: Sequence[str] = ()) -> Callable[..., Any]:
+    """A typer option callback: an option left out takes Settings' value of `field` ("db", "embed.embedder",
+    "service.keys"; the settings' types are the options' own: str, Path); with `choices` (a registry's), any other
+    name is a usage error that lists them and says where the name came from."""
+
+    def fill(ctx: typer.Context, param: Any, value: Any) -> Any:
+        source = ""
+        if value is None and field is not None:
+            value = cli_settings(ctx)
+            for part in field.split("."):
+                value = getattr(value, part)
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            if value is None:
+                return None
+            source = f" (from {env_name(field)})"
+        if choices and value not in choices:
+            raise typer.BadParameter(f"{value!r}{source} is not one of {', '.join(choices)}", ctx, param)
+        return value
+
+    return fill
+
+
+def cli_choice(choices: Sequence[str]) -> Callable[..., Any]:
+    """A typer option callback that accepts only `choices` (a registry's), naming them otherwise."""
+    return cli_default(None, choices)
