@@ -1,4 +1,4 @@
-"""The command line's exit codes come from one place (`cli.ErrorExitGroup` over `errors.EXIT_CODES`): each branch of
+"""The command line's exit codes come from one place (`cli_options.ErrorExitGroup` over `errors.EXIT_CODES`): each branch of
 the error tree one code and one "error: <message>" line on stderr, no traceback; anything else keeps its traceback."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from boundmem.cli import ErrorExitGroup
+from boundmem.cli_options import ErrorExitGroup
 from boundmem.cli import app as main_app
 from boundmem.errors import (BoundmemError, ConfigError, ConflictError, InputError, LimitError, NotFoundError,
                              StoreError, UpstreamError)

@@ -75,6 +75,25 @@ def test_the_cli_names_an_invalid_variable(tmp_path, monkeypatch):
     assert r.exit_code == 2 and re.search(r"'bert' \(from BOUNDMEM_EMBEDDER\) is not one of", _flat(r.output))
 
 
+def test_switching_a_category_off_does_not_depend_on_the_embedding_endpoint(tmp_path, monkeypatch):
+    """opt-out/opt-in embed nothing: an embedder setting that cannot be built (openai without a key) must not stop a
+    user from switching a category off (it did, between the Settings refactor and this fix)."""
+    from boundmem.cli import app
+
+    db = str(tmp_path / "m.db")
+    conv = tmp_path / "c.json"
+    conv.write_text('{"id": "c1", "turns": [{"role": "user", "text": "I love Italian food."}]}')
+    assert CliRunner().invoke(app, ["ingest", str(conv), "-u", "alice", "--db", db, "--embedder", "hash",
+                                    "--maintainer", "rules"]).exit_code == 0
+    for k in ("BOUNDMEM_LLM_API_KEY", "OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "BOUNDMEM_LLM_BASE_URL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("BOUNDMEM_EMBEDDER", "openai")
+    r = CliRunner().invoke(app, ["opt-out", "Restaurant", "-u", "alice", "--db", db])
+    assert r.exit_code == 0 and "purged 1 preference" in r.output, r.output
+    r = CliRunner().invoke(app, ["opt-in", "Restaurant", "-u", "alice", "--db", db])
+    assert r.exit_code == 0 and "opted back in" in r.output, r.output
+
+
 def test_serve_builds_the_embedder_named_by_boundmem_embedder(tmp_path, monkeypatch):
     """`boundmem serve` had its own --embedder default ("minilm") and never read BOUNDMEM_EMBEDDER."""
     import uvicorn
@@ -173,3 +192,30 @@ def test_an_unreadable_polarity_model_is_an_error_naming_the_file(tmp_path, monk
     monkeypatch.setattr(polarity, "ARTEFACT", str(tmp_path / "missing.npz"))
     with pytest.raises(ConfigError, match="missing.npz"):
         LocalMaintainer(HashEmbedder())
+
+
+@pytest.mark.parametrize("args,env,named", [
+    (["--extractor", "llm", "--maintainer", "rules", "--embedder", "hash"], {}, "no API key"),
+    (["--extractor", "keyword", "--maintainer", "rules", "--embedder", "openai"], {}, "OPENAI_API_KEY"),
+    (["--extractor", "keyword", "--maintainer", "rules"], {"BOUNDMEM_EMBEDDER": "openai"}, "OPENAI_API_KEY"),
+])
+def test_serve_with_an_endpoint_it_cannot_use_stops_at_start(args, env, named, tmp_path, monkeypatch):
+    """The service builds its Memory on first use; an LLM or embedding endpoint without key or address used to be
+    found only then, answering every ingest with 500 while the server looked healthy."""
+    import uvicorn
+
+    from boundmem.service import accesslog
+    from boundmem.service.cli import app as serve_app
+
+    started = []
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self: started.append(True))
+    monkeypatch.setattr(accesslog, "install", lambda: None)
+    for k in ("BOUNDMEM_LLM_API_KEY", "OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "BOUNDMEM_LLM_BASE_URL", "OPENAI_BASE_URL",
+              "BOUNDMEM_LLM_AZURE_ENDPOINT", "BOUNDMEM_EMBEDDER"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    keys = tmp_path / "keys.toml"
+    keys.write_text('[keys]\n"bm-test-key-0123456789abcdef0123" = "acme"\n')
+    r = CliRunner().invoke(serve_app, ["--db", str(tmp_path / "s.db"), "--keys", str(keys), "--lazy", *args])
+    assert r.exit_code == 2 and named in r.output and not started, r.output

@@ -17,7 +17,8 @@ class ConversationIn(BaseModel):
 
     id: str = Field(min_length=1, max_length=200, description="Your id for the conversation; kept as provenance.")
     turns: list[Turn] = Field(min_length=1, max_length=1000)
-    at: Optional[datetime] = None
+    at: Optional[datetime] = Field(None, description="Accepted for compatibility and ignored: preferences are dated "
+                                                     "when stored.")
 
 
 class RecallRequest(BaseModel):

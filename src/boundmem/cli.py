@@ -10,30 +10,16 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.table import Table
-from typer.core import TyperGroup
 
-from .cli_options import cli_choice, cli_default, cli_settings
+from .cli_options import ErrorExitGroup, cli_choice, cli_default, cli_settings
 from .conversation import read_conversations
 from .embed.registry import EMBEDDERS
-from .errors import BoundmemError, InputError, NotFoundError, UpstreamError, exit_code
+from .errors import InputError, NotFoundError, UpstreamError, exit_code
 from .extract.registry import EXTRACTORS
 from .maintain.registry import MAINTAINERS
 from .schema.load import builtin_schema, dump_yaml, load_schema
 from .schema.model import UnknownCategoryError
 from .user_id import cli_user_id as _user_id  # the one user-id rule, as on the API and MCP
-
-
-class ErrorExitGroup(TyperGroup):
-    """The one place a command's deliberate errors become an exit status (`errors.EXIT_CODES`) and one line
-    "error: <message>" on stderr, without a traceback; anything else keeps its traceback. The boundmem command
-    groups use it (the sub-apps too, so they behave the same when run on their own)."""
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except BoundmemError as e:
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(exit_code(e)) from e
 
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, cls=ErrorExitGroup)
@@ -49,10 +35,6 @@ err = Console(stderr=True, soft_wrap=True)
 DB = typer.Option(None, "--db", callback=cli_default("db"), show_default=False,
                   help="SQLite file or postgresql:// URL (env BOUNDMEM_DB; default boundmem.db).")
 SCHEMA = typer.Option(None, "--schema", help="Schema file (.yaml or CarMem .csv); default: built-in in-car schema.")
-
-
-
-
 USER = typer.Option(..., "--user", "-u", help="User id (USER, or TENANT:USER for a user of an API tenant or MCP server).",
                     callback=_user_id)
 EMBEDDER = typer.Option(None, "--embedder", callback=cli_default("embed.embedder", EMBEDDERS.choices()), show_default=False,
@@ -100,6 +82,11 @@ def _existing(store, db: str, user: str, tenant: Optional[str]) -> str:
 
 def _schema(path: Optional[Path]):
     return load_schema(path) if path else builtin_schema()
+
+
+# opt-out/opt-in embed nothing: the local embedder (lazy, never loaded) keeps them independent of BOUNDMEM_EMBEDDER,
+# so an endpoint's missing key cannot stop a user from switching a category off
+NO_EMBEDDING = "minilm"
 
 
 def _memory(db: str, schema: Optional[Path], extractor: str = "local", maintainer: str = "local",
@@ -183,7 +170,7 @@ def opt_out(category: str, user: str = USER, db: str = DB, schema: Optional[Path
     """Stop remembering a category (main, sub or detail; key, name or path) and purge what is stored there.
 
     The opt-out is kept apart from the user's data: it outlives `prefs forget`; only `opt-in` lifts it."""
-    mem = _memory(db, schema)
+    mem = _memory(db, schema, embedder=NO_EMBEDDING)
     purged = mem.opt_out(_sid(user, tenant), category)
     console.print(f"opted out of {mem.schema.resolve_prefix(category)}; purged {len(purged)} preference(s)")
 
@@ -191,7 +178,7 @@ def opt_out(category: str, user: str = USER, db: str = DB, schema: Optional[Path
 @app.command("opt-in")
 def opt_in(category: str, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA, tenant: Optional[str] = TENANT):
     """Lift an opt-out: the category may be remembered again."""
-    mem = _memory(db, schema)
+    mem = _memory(db, schema, embedder=NO_EMBEDDING)
     changed = mem.opt_in(_sid(user, tenant), category)
     console.print("opted back in" if changed else "was not opted out")
 
@@ -307,7 +294,7 @@ def demo(db: str = typer.Option("boundmem-demo.db", "--db"), user: str = typer.O
     """Ingest a few in-car conversations on the embedded defaults, show what was kept and why, then recall."""
     from .conversation import render
 
-    mem = _memory(db, None)
+    mem = _memory(db, None, embedder="minilm")   # the embedded defaults, whatever BOUNDMEM_EMBEDDER says
     mem.forget(user)
     src = resources.files("boundmem.demo").joinpath("conversations.json")
     with resources.as_file(src) as p:

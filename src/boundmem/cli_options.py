@@ -1,14 +1,16 @@
-"""Command-line options backed by the Settings: an option left out takes the value of its environment variable,
-a stage option accepts only its registry's names. Kept apart from config.py so the library never needs typer."""
+"""What every boundmem command line shares: options backed by the Settings (an option left out takes the value of its
+environment variable, a stage option accepts only its registry's names) and the one mapping of errors to exit
+codes. Kept apart from config.py so the library never needs typer."""
 from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence
 
 import typer
 from pydantic import SecretStr
+from typer.core import TyperGroup
 
 from .config import Settings, env_name
-from .errors import ConfigError
+from .errors import BoundmemError, ConfigError, exit_code
 
 _META_KEY = "boundmem.settings"
 
@@ -55,3 +57,17 @@ def cli_default(field: Optional[str], choices: Sequence[str] = ()) -> Callable[.
 def cli_choice(choices: Sequence[str]) -> Callable[..., Any]:
     """A typer option callback that accepts only `choices` (a registry's), naming them otherwise."""
     return cli_default(None, choices)
+
+
+class ErrorExitGroup(TyperGroup):
+    """The one place a command's deliberate errors become an exit status (`errors.EXIT_CODES`) and one line
+    "error: <message>" on stderr, without a traceback; anything else keeps its traceback. Every boundmem command
+    group sets it (the root `boundmem` and `serve`, `caim`, `proxy`, `bench`, `llm`), so a subcommand behaves the
+    same whether it runs under `boundmem` or on its own."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BoundmemError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(exit_code(e)) from e

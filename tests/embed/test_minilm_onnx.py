@@ -18,6 +18,7 @@ from boundmem.embed.registry import make_embedder
 from boundmem.errors import ConfigError
 from boundmem.embed.minilm_torch import MiniLMEmbedder
 from boundmem.embed.minilm_onnx import OnnxMiniLMEmbedder, OnnxModelUnavailable
+from boundmem.errors import ConfigError, exit_code
 
 SENTENCES = [
     "I always prefer Italian food when we stop for dinner.",
@@ -78,8 +79,9 @@ def test_int8_file_is_close_to_torch(minilm_torch):
 def test_env_path_that_does_not_exist_is_named(monkeypatch, tmp_path):
     missing = tmp_path / "nope.onnx"
     monkeypatch.setenv("BOUNDMEM_MINILM_ONNX", str(missing))
-    with pytest.raises(OnnxModelUnavailable, match="BOUNDMEM_MINILM_ONNX.*nope.onnx"):
+    with pytest.raises(OnnxModelUnavailable, match="BOUNDMEM_MINILM_ONNX.*nope.onnx") as ei:
         make_embedder("minilm-onnx", Settings.from_env()).embed(["hello"])
+    assert exit_code(ei.value) == 2 and isinstance(ei.value, ConfigError)   # a setting to fix, not an upstream failure
 
 
 def test_a_broken_model_file_is_named(tmp_path):

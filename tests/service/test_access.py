@@ -95,6 +95,7 @@ def test_expired_tokens_are_refused(tc, clock):
     assert r.status_code == 401 and "expired" in r.json()["message"] and r.json()["code"] == "unauthorized"
     r = tc.post("/v1/users/alice/tokens", headers=A, json={"ttl_seconds": 3601})   # over the server's maximum
     assert r.status_code == 422 and "3600" in r.json()["message"]
+    assert r.json()["detail"][0]["loc"] == ["body", "ttl_seconds"] and "ttl_seconds" in r.json()["message"]
 
 
 def test_revoked_tokens_are_refused_and_new_ones_work(tc):

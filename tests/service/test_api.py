@@ -120,6 +120,9 @@ def test_unknown_category_is_404_naming_it(client, memory, method):
 def test_unknown_category_filter_is_422_naming_it(client):
     r = client.get(f"{U}/preferences", params={"category": "teleportation"}, headers=A)
     assert r.status_code == 422 and "teleportation" in r.json()["message"] and "category" in r.json()["message"]
+    # the shape of FastAPI's own validation errors: the field named in the message and located in `detail`
+    assert r.json()["message"].startswith("query field 'category':")
+    assert [(d["loc"], d["type"]) for d in r.json()["detail"]] == [(["query", "category"], "unknown_category")]
 
 
 @pytest.mark.parametrize("body,field", [

@@ -13,7 +13,7 @@ import pytest
 
 from boundmem.models import UserExport
 from boundmem.schema.model import CategoryPath
-from boundmem.errors import NotFoundError, StoreError
+from boundmem.errors import InputError, NotFoundError, StoreError
 from boundmem.store.base import EmbeddingDimensionError, OptedOutError, Store
 
 DIM = 8
@@ -293,6 +293,29 @@ def test_opt_out_purges_with_audit_and_blocks_later_writes(store):
     # other users are unaffected
     assert store.preferences("v") == [other] and store.opt_outs("v") == []
     add(store, "v", RADIO, "fm4")
+
+
+@pytest.mark.parametrize("spelling", ["entertainment/music/", "/entertainment/music", " entertainment/music "])
+def test_an_opt_out_has_one_spelling_for_purge_write_check_and_search(store, spelling):
+    """A trailing slash once purged (path matching) but did not hide (string matching in search)."""
+    jazz = add(store, "u", MUSIC, "jazz", vec=e(0))
+    news = add(store, "u", PODCAST, "news", vec=e(3))
+    assert [p.id for p in store.opt_out("u", spelling, cause="out")] == [jazz.id]
+    assert store.opt_outs("u") == ["entertainment/music"]
+    assert [p.id for p, _ in store.search("u", e(0) + e(3), k=10)] == [news.id]
+    with pytest.raises(OptedOutError):
+        add(store, "u", RADIO, "fm4")
+    assert store.opt_in("u", spelling, cause="back in") is True and store.opt_outs("u") == []
+    add(store, "u", RADIO, "fm4")
+
+
+@pytest.mark.parametrize("bad", ["", "/", "a//b", "a/b/c/d"])
+def test_an_opt_out_that_names_no_category_is_refused_and_changes_nothing(store, bad):
+    add(store, "u", MUSIC, "jazz")
+    n = len(store.audit("u"))
+    with pytest.raises(InputError, match="names one category"):
+        store.opt_out("u", bad, cause="x")
+    assert store.opt_outs("u") == [] and len(store.audit("u")) == n and len(store.preferences("u")) == 1
 
 
 def test_opt_in_allows_writes_again(store):

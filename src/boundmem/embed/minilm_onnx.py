@@ -32,7 +32,7 @@ from typing import Optional
 import numpy as np
 
 from ..config import DEFAULT_CACHE_DIR
-from ..errors import UpstreamError
+from ..errors import ConfigError, UpstreamError
 from .base import CachedEmbedder
 
 MAX_TOKENS = 256   # sentence-transformers' max_seq_length for this model
@@ -45,6 +45,11 @@ class OnnxModelUnavailable(UpstreamError):
 
     code = "embedding_unavailable"
     upstream = "the embedding model"
+
+
+class OnnxModelFileMissing(ConfigError, OnnxModelUnavailable):
+    """The ONNX file the settings name (BOUNDMEM_MINILM_ONNX, `model=`) does not exist: a setting to fix (exit 2,
+    500 on the API), not a failing embedding service."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,7 @@ def find_model(allow_export: bool = True, model: Optional[Path] = None, cache_di
     yet done."""
     if model is not None:
         if not Path(model).is_file():
-            raise OnnxModelUnavailable(f"BOUNDMEM_MINILM_ONNX (or model=) {model}: no such file")
+            raise OnnxModelFileMissing(f"BOUNDMEM_MINILM_ONNX (or model=) {model}: no such file")
         return ModelSource(Path(model), "env")
     cached = Path(cache_dir) / FP32_NAME
     if cached.is_file():

@@ -26,6 +26,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, ValidationError
 
 from ..conversation import render
+from ..errors import ConfigError
 from ..llm.client import LLMClient
 from ..llm.errors import LLMError, LLMOutputError
 from ..llm.flat import FlatSchema, compile_flat, describe_item_error, example_block, negated
@@ -130,12 +131,12 @@ class LLMExtractor:
     def __init__(self, client: LLMClient, user_label: str = "User", shape: str = "flat",
                  max_tokens: Optional[int] = None):
         if shape not in SHAPES:
-            raise ValueError(f"unknown tool shape {shape!r} (choose {', '.join(SHAPES)})")
+            raise ConfigError(f"unknown tool shape {shape!r} (BOUNDMEM_LLM_TOOL_SHAPE; choose {', '.join(SHAPES)})")
         self.client = client
         self.user_label = user_label
         self.shape = shape
         self.max_tokens = max_tokens
-        self.stats = ExtractionStats()
+        self._stats = ExtractionStats()
         self._stats_lock = threading.Lock()
         self._cache: dict[Schema, Any] = {}
 
@@ -210,10 +211,16 @@ class LLMExtractor:
         raise ExtractionError(f"LLM output for conversation {conversation.id!r} was invalid twice "
                               f"(model {self.client.model!r}); nothing extracted. Last error: {errors[-1]}")
 
+    @property
+    def stats(self) -> ExtractionStats:
+        """A snapshot of the counts over all calls so far (a copy: never seen half-updated by another thread)."""
+        with self._stats_lock:
+            return self._stats.model_copy()
+
     def _count(self, **deltas: int) -> None:
         with self._stats_lock:
             for k, v in deltas.items():
-                setattr(self.stats, k, getattr(self.stats, k) + v)
+                setattr(self._stats, k, getattr(self._stats, k) + v)
 
     @staticmethod
     def _flat_candidates(flat: FlatSchema, out: BaseModel) -> list[Candidate]:

@@ -10,10 +10,11 @@ from typing import Optional
 
 import typer
 
-from ..cli_options import cli_settings
+from ..cli_options import ErrorExitGroup, cli_settings
 from . import local as L
 
-app = typer.Typer(help="LLM endpoints: a local offline server, the extraction tool, usage logs.", no_args_is_help=True)
+app = typer.Typer(help="LLM endpoints: a local offline server, the extraction tool, usage logs.", no_args_is_help=True,
+                  cls=ErrorExitGroup)
 local_app = typer.Typer(help="A local llama.cpp server (llama-cpp-python) with a pinned Qwen2.5-Coder GGUF from PyPI.",
                         no_args_is_help=True)
 app.add_typer(local_app, name="local")

@@ -76,7 +76,9 @@ class LocalLLMError(UpstreamError):
 
 
 def home() -> Path:
-    """The default folder; `boundmem llm local --home` or BOUNDMEM_LLM_HOME (settings.llm_local.home) choose another."""
+    """The folder used when a function here is given no `root`: the built-in default. The environment is not read
+    here: `boundmem llm local` passes `--home` or settings.llm_local.home (BOUNDMEM_LLM_HOME) as `root`; a library
+    caller passes its own."""
     return LocalLLMSettings().home
 
 

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ..cli import ErrorExitGroup
+from ..cli_options import ErrorExitGroup
 from ..cli_options import cli_default
 from ..config import secret_from
 from ..service.cli import (DB, EMBEDDER, EXTRACTOR, KEYS, MAINTAINER, SCHEMA, SECRET, STATE, _fail, _issuer, _load_keys,

@@ -5,6 +5,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..errors import InputError
 from ..models import Preference, RecallHit
 from ..schema.model import Schema
 from ..store.base import Store
@@ -37,7 +38,7 @@ class Retriever:
 
     def recall(self, utterance: str, user: str, k: Optional[int] = 5) -> list[RecallHit]:
         if k is not None and k < 1:
-            raise ValueError(f"k must be >= 1 or None (dynamic), got {k}")
+            raise InputError(f"k must be >= 1 or None (dynamic), got {k}")
         q = self.embedder.embed([utterance])[0]
         if k is not None:
             hits = self.store.search(user, q, k)

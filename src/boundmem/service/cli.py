@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from ..cli import ErrorExitGroup
+from ..cli_options import ErrorExitGroup
 from ..cli_options import cli_choice, cli_default, cli_settings
 from ..embed.registry import EMBEDDERS
 from ..errors import ConfigError, InputError
@@ -42,6 +42,16 @@ def _memory_factory(db: str, schema: Optional[Path], extractor: str, maintainer:
 
     s = load_schema(schema) if schema else builtin_schema()
     settings = cli_settings()
+    # endpoint settings are checked now: a missing key or model stops the server at start (exit 2 naming it) instead
+    # of answering every request with 500 later; building these clients loads no model and sends nothing
+    if "llm" in (extractor, maintainer):
+        from ..llm.registry import make_llm_client
+
+        make_llm_client(settings)
+    if (embedder or settings.embed.embedder) == "openai":
+        from ..embed.registry import make_embedder
+
+        make_embedder("openai", settings)
     return lambda: build_memory(settings, db=db, schema=s, extractor=extractor, maintainer=maintainer, embedder=embedder)
 
 

@@ -1,4 +1,6 @@
-from .base import AuditCheck, EmbeddingDimensionError, OptedOutError, Store, StoreBusy, StoreTx, blocking_rule, unit
+from .base import (AuditCheck, EmbeddingDimensionError, NotFoundError, OptedOutError, Store, StoreBusy, StoreError,
+                   StoreTx, blocking_rule, opt_out_prefix, unit)
 from .sqlite import SQLiteStore
 
-__all__ = ["AuditCheck", "EmbeddingDimensionError", "OptedOutError", "Store", "StoreBusy", "StoreTx", "blocking_rule", "unit", "SQLiteStore"]
+__all__ = ["AuditCheck", "EmbeddingDimensionError", "NotFoundError", "OptedOutError", "Store", "StoreBusy", "StoreError",
+           "StoreTx", "blocking_rule", "opt_out_prefix", "unit", "SQLiteStore"]

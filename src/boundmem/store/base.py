@@ -17,7 +17,7 @@ from typing import Optional, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..errors import ConflictError, StoreError
+from ..errors import ConflictError, InputError, NotFoundError, StoreError  # NotFoundError, StoreError: also importable from here, as before
 from ..models import AuditEntry, Preference, UserExport
 from ..schema.model import CategoryPath
 
@@ -143,6 +143,16 @@ class AuditCheck:
     user: Optional[str] = None
     seq: Optional[int] = None
     reason: str = ""
+
+
+def opt_out_prefix(prefix: str) -> str:
+    """The one spelling of an opt-out a store records and matches ("main", "main/sub", "main/sub/detail"): the purge,
+    the write check and search (SQL on PostgreSQL) compare it to paths as a string, so "music/" must become "music"
+    before it is stored, or it would purge but not hide."""
+    p = prefix.strip().strip("/")
+    if not p or any(not part.strip() for part in p.split("/")) or p.count("/") > 2:
+        raise InputError(f"an opt-out names one category (main, main/sub or main/sub/detail), not {prefix!r}")
+    return p
 
 
 def blocking_rule(opt_outs: list[str], path: CategoryPath | str) -> Optional[str]:

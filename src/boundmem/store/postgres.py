@@ -38,7 +38,7 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 
-from ..errors import NotFoundError, StoreError
+from ..errors import ConfigError, NotFoundError, StoreError
 from ..models import AuditEntry, Preference, UserExport, utcnow
 from .base import AuditCheck, StoreBusy, unit
 from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, dim_mismatch, load_keys, migrate_legacy,
@@ -149,9 +149,9 @@ class PostgresStore(SingleWrites):
     def __init__(self, url: str, connect_timeout: int = 10, max_connections: int = 10, pool_timeout: float = 30.0,
                  lock_timeout: float = 5.0, vacuum: str = "plain"):
         if vacuum not in ("plain", "full", "off"):
-            raise ValueError(f"vacuum (BOUNDMEM_PG_VACUUM) must be 'plain', 'full' or 'off', got {vacuum!r}")
+            raise ConfigError(f"vacuum (BOUNDMEM_PG_VACUUM) must be 'plain', 'full' or 'off', got {vacuum!r}")
         if max_connections < 1:
-            raise ValueError(f"max_connections must be at least 1, got {max_connections}")
+            raise ConfigError(f"max_connections must be at least 1, got {max_connections}")
         self.url = url
         self.connect_timeout = connect_timeout
         self.max_connections = max_connections

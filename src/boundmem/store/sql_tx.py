@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import NotFoundError, StoreError
 from ..models import AuditEntry, Preference
 from ..schema.model import CategoryPath
-from .base import AuditCheck, EmbeddingDimensionError, OptedOutError, blocking_rule, unit
+from .base import AuditCheck, EmbeddingDimensionError, OptedOutError, blocking_rule, opt_out_prefix, unit
 
 
 def row_to_pref(r) -> Preference:
@@ -313,6 +313,7 @@ class SqlTx:
 
         The opt-out is kept under the user's pseudonym, so it outlives `forget`. `utterance` (consent by voice: what
         the user said) is kept in the opt-out's audit entry as its consent record."""
+        prefix = opt_out_prefix(prefix)
         self._q("INSERT INTO opt_outs(subject, prefix, at) VALUES (?,?,?) ON CONFLICT DO NOTHING",
                 (self.subject, prefix, self.d.now()))
         self._opt.append(prefix)
@@ -325,6 +326,7 @@ class SqlTx:
         return purged
 
     def opt_in(self, prefix: str, cause: str) -> bool:
+        prefix = opt_out_prefix(prefix)
         n = self._q("DELETE FROM opt_outs WHERE subject=? AND prefix=?", (self.subject, prefix)).rowcount
         if n:
             self._opt = [p for p in self._opt if p != prefix]

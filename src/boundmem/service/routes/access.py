@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request
 
 from ...api_models import RevokeOut, TokenOut, TokenRequest, WhoAmIOut
 from ..deps import Tenant, Tokens, UserId, Who
+from ..error_handlers import about_field
 
 router = APIRouter(tags=["access"])
 
@@ -18,7 +19,8 @@ def mint_token(user: UserId, t: Tenant, tokens: Tokens, request: Request, body: 
     """Mint a short-lived token for one user (tenant API key only). It can read, export, change and forget
     that user and nothing else, and cannot mint tokens. `page_url` opens the transparency page with it (in
     the URL fragment, which browsers never send to a server); the tenant key never goes into a URL."""
-    token, tok = tokens.mint(t, user, body.ttl_seconds if body else None)
+    with about_field("body", "ttl_seconds"):
+        token, tok = tokens.mint(t, user, body.ttl_seconds if body else None)
     return TokenOut(user=user, token=token, expires_at=datetime.fromtimestamp(tok.expires_at, timezone.utc),
                     page_url=f"{str(request.base_url).rstrip('/')}/ui#token={token}")
 

@@ -12,7 +12,7 @@ from ...memory import Memory
 from ...models import AuditEntry, Preference, UserExport
 from ...schema.model import UnknownCategoryError
 from ..deps import Mem, Subj
-from ..error_handlers import NOT_FOUND
+from ..error_handlers import NOT_FOUND, about_field
 
 router = APIRouter(tags=["transparency"])
 
@@ -32,7 +32,8 @@ def preference_out(mem: Memory, p: Preference, user: str) -> PreferenceOut:
 def list_preferences(s: Subj, mem: Mem,
                      category: Annotated[Optional[str], Query(max_length=300, description="Only under this main/sub/detail category.")] = None) -> PreferenceList:
     """Every stored preference, with the sentence it came from. An unknown `category`: 422 naming it."""
-    prefs = mem.preferences(s.ns, category)
+    with about_field("query", "category", kind="unknown_category"):
+        prefs = mem.preferences(s.ns, category)
     return PreferenceList(user=s.user, preferences=[preference_out(mem, p, s.user) for p in prefs])
 
 
