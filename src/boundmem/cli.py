@@ -11,12 +11,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .cli_options import ErrorExitGroup, cli_choice, cli_default, cli_settings
+from .cli_options import DB, EMBEDDER, EXTRACTOR, MAINTAINER, SCHEMA, ErrorExitGroup, cli_settings
 from .conversation import read_conversations
-from .embed.registry import EMBEDDERS
 from .errors import InputError, NotFoundError, UpstreamError, exit_code
-from .extract.registry import EXTRACTORS
-from .maintain.registry import MAINTAINERS
 from .schema.load import builtin_schema, dump_yaml, load_schema
 from .schema.model import UnknownCategoryError
 from .user_id import cli_user_id as _user_id  # the one user-id rule, as on the API and MCP
@@ -32,20 +29,8 @@ app.add_typer(audit_app, name="audit")
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
 
-DB = typer.Option(None, "--db", callback=cli_default("db"), show_default=False,
-                  help="SQLite file or postgresql:// URL (env BOUNDMEM_DB; default boundmem.db).")
-SCHEMA = typer.Option(None, "--schema", help="Schema file (.yaml or CarMem .csv); default: built-in in-car schema.")
 USER = typer.Option(..., "--user", "-u", help="User id (USER, or TENANT:USER for a user of an API tenant or MCP server).",
                     callback=_user_id)
-EMBEDDER = typer.Option(None, "--embedder", callback=cli_default("embed.embedder", EMBEDDERS.choices()), show_default=False,
-                        help=f"{' | '.join(EMBEDDERS.choices())} (env BOUNDMEM_EMBEDDER; default minilm; minilm-onnx and "
-                             "minilm-torch give minilm's vectors); must match what the store was filled with.")
-EXTRACTOR = typer.Option("local", "--extractor", callback=cli_choice(EXTRACTORS.choices()),
-                         help=" | ".join(EXTRACTORS.choices()))
-MAINTAINER = typer.Option("local", "--maintainer", callback=cli_choice(MAINTAINERS.choices()),
-                          help=" | ".join(MAINTAINERS.choices()))
-
-
 TENANT = typer.Option(None, "--tenant", help="API tenant (or MCP --tenant) of the user: users created through the HTTP "
                       "API or an MCP server are stored as TENANT:USER.")
 

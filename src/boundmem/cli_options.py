@@ -10,7 +10,10 @@ from pydantic import SecretStr
 from typer.core import TyperGroup
 
 from .config import Settings, env_name
+from .embed.registry import EMBEDDERS
 from .errors import BoundmemError, ConfigError, exit_code
+from .extract.registry import EXTRACTORS
+from .maintain.registry import MAINTAINERS
 
 _META_KEY = "boundmem.settings"
 
@@ -57,6 +60,20 @@ def cli_default(field: Optional[str], choices: Sequence[str] = ()) -> Callable[.
 def cli_choice(choices: Sequence[str]) -> Callable[..., Any]:
     """A typer option callback that accepts only `choices` (a registry's), naming them otherwise."""
     return cli_default(None, choices)
+
+
+# --- the options every command that opens a memory shares: one definition, so names, help and checks agree ---------
+DB = typer.Option(None, "--db", callback=cli_default("db"), show_default=False,
+                  help="SQLite file or postgresql:// URL (env BOUNDMEM_DB; default boundmem.db).")
+SCHEMA = typer.Option(None, "--schema", help="Schema file (.yaml or CarMem .csv); default: built-in in-car schema.")
+EMBEDDER = typer.Option(None, "--embedder", callback=cli_default("embed.embedder", EMBEDDERS.choices()), show_default=False,
+                        help=f"{' | '.join(EMBEDDERS.choices())} (env BOUNDMEM_EMBEDDER; default minilm; minilm-onnx and "
+                             "minilm-torch give minilm's vectors; hash: tests only); must match what the store was "
+                             "filled with.")
+EXTRACTOR = typer.Option("local", "--extractor", callback=cli_choice(EXTRACTORS.choices()),
+                         help=" | ".join(EXTRACTORS.choices()))
+MAINTAINER = typer.Option("local", "--maintainer", callback=cli_choice(MAINTAINERS.choices()),
+                          help=" | ".join(MAINTAINERS.choices()))
 
 
 class ErrorExitGroup(TyperGroup):

@@ -7,11 +7,9 @@ from typing import Optional
 
 import typer
 
-from ..cli_options import ErrorExitGroup
-from ..cli_options import cli_default
+from ..cli_options import DB, EMBEDDER, EXTRACTOR, MAINTAINER, SCHEMA, ErrorExitGroup, cli_default
 from ..config import secret_from
-from ..service.cli import (DB, EMBEDDER, EXTRACTOR, KEYS, MAINTAINER, SCHEMA, SECRET, STATE, _fail, _issuer, _load_keys,
-                           _memory_factory)
+from ..service.cli import KEYS, SECRET, STATE, _fail, _issuer, _load_keys, _memory_factory
 
 app = typer.Typer(help=__doc__, add_completion=False, invoke_without_command=True, cls=ErrorExitGroup)
 

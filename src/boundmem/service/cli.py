@@ -6,26 +6,10 @@ from typing import Optional
 
 import typer
 
-from ..cli_options import ErrorExitGroup
-from ..cli_options import cli_choice, cli_default, cli_settings
-from ..embed.registry import EMBEDDERS
+from ..cli_options import DB, EMBEDDER, EXTRACTOR, MAINTAINER, SCHEMA, ErrorExitGroup, cli_default, cli_settings
 from ..errors import ConfigError, InputError
-from ..extract.registry import EXTRACTORS
-from ..maintain.registry import MAINTAINERS
 
 app = typer.Typer(help=__doc__, add_completion=False, invoke_without_command=True, cls=ErrorExitGroup)
-
-DB = typer.Option(None, "--db", callback=cli_default("db"), show_default=False,
-                  help="SQLite file or postgresql:// URL (env BOUNDMEM_DB; default boundmem.db).")
-SCHEMA = typer.Option(None, "--schema", help="Schema file (.yaml or CarMem .csv); default: built-in in-car schema.")
-EXTRACTOR = typer.Option("local", "--extractor", callback=cli_choice(EXTRACTORS.choices()),
-                         help=" | ".join(EXTRACTORS.choices()))
-MAINTAINER = typer.Option("local", "--maintainer", callback=cli_choice(MAINTAINERS.choices()),
-                          help=" | ".join(MAINTAINERS.choices()))
-EMBEDDER = typer.Option(None, "--embedder", callback=cli_default("embed.embedder", EMBEDDERS.choices()), show_default=False,
-                        help=f"{' | '.join(EMBEDDERS.choices())} (env BOUNDMEM_EMBEDDER; default minilm; hash: tests only)")
-
-
 KEYS = typer.Option(None, "--keys", callback=cli_default("service.keys"), show_default=False,
                     help="Keys file (TOML or JSON) mapping API key -> tenant (env BOUNDMEM_KEYS).")
 
