@@ -32,6 +32,12 @@ def test_defaults_ignore_the_environment(monkeypatch):
     assert Settings().db == "boundmem.db" and Settings.from_env().db == "elsewhere.db"
 
 
+def test_an_empty_environment_gives_exactly_the_declared_defaults():
+    """Each default is declared once, on its field; reading an environment that sets nothing must not invent others."""
+    assert Settings.from_env({}) == Settings()
+    assert Settings.from_env({"BOUNDMEM_LLM_TEMPERATURE": "none"}).llm.temperature is None   # set to "none" != unset
+
+
 @pytest.mark.parametrize("env,named", [
     ({"BOUNDMEM_ORT_THREADS": "abc"}, "BOUNDMEM_ORT_THREADS='abc'"),
     ({"BOUNDMEM_ORT_THREADS": "-1"}, "BOUNDMEM_ORT_THREADS='-1'"),

@@ -80,46 +80,58 @@ class Settings(_Group):
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "Settings":
         """The settings of this process (or of `environ`). An empty variable counts as unset; an invalid one raises
-        ConfigError naming it."""
+        ConfigError naming it. A variable that is not set leaves the field's default (declared once, above)."""
         r = _Reader(os.environ if environ is None else environ)
-        xdg = r.get("XDG_CACHE_HOME")
-        return cls(
-            db=r.text("BOUNDMEM_DB", default="boundmem.db"),
-            caim_db=r.text("BOUNDMEM_CAIM_DB", default="boundmem-caim.db"),
-            pg_vacuum=r.choice("BOUNDMEM_PG_VACUUM", ("plain", "full", "off"), "plain"),
-            jobs_nice=r.number(int, "BOUNDMEM_JOBS_NICE", 10),
-            embed=EmbedSettings(
-                embedder=r.text("BOUNDMEM_EMBEDDER", default="minilm"),
-                minilm_backend=r.choice("BOUNDMEM_MINILM_BACKEND", ("auto", "onnx", "torch"), "auto"),
+        cache, xdg = r.path("BOUNDMEM_CACHE_DIR"), r.path("XDG_CACHE_HOME")
+        if cache is UNSET and xdg is not UNSET:
+            cache = xdg / "boundmem"
+        return cls(**_given(
+            db=r.text("BOUNDMEM_DB"),
+            caim_db=r.text("BOUNDMEM_CAIM_DB"),
+            pg_vacuum=r.choice("BOUNDMEM_PG_VACUUM", ("plain", "full", "off")),
+            jobs_nice=r.number(int, "BOUNDMEM_JOBS_NICE"),
+            embed=EmbedSettings(**_given(
+                embedder=r.text("BOUNDMEM_EMBEDDER"),
+                minilm_backend=r.choice("BOUNDMEM_MINILM_BACKEND", ("auto", "onnx", "torch")),
                 minilm_onnx=r.path("BOUNDMEM_MINILM_ONNX"),
-                cache_dir=r.path("BOUNDMEM_CACHE_DIR") or (Path(xdg[1]) / "boundmem" if xdg else DEFAULT_CACHE_DIR),
-                ort_threads=r.number(int, "BOUNDMEM_ORT_THREADS", 1, minimum=0),
-                openai_model=r.text("BOUNDMEM_EMBED_MODEL", default="text-embedding-3-small")),
-            llm=LLMSettings(
-                model=r.text("BOUNDMEM_LLM_MODEL", default=LLMSettings.model_fields["model"].default),
+                cache_dir=cache,
+                ort_threads=r.number(int, "BOUNDMEM_ORT_THREADS", minimum=0),
+                openai_model=r.text("BOUNDMEM_EMBED_MODEL"))),
+            llm=LLMSettings(**_given(
+                model=r.text("BOUNDMEM_LLM_MODEL"),
                 base_url=r.text("BOUNDMEM_LLM_BASE_URL", "OPENAI_BASE_URL"),
                 api_key=r.text("BOUNDMEM_LLM_API_KEY", "OPENAI_API_KEY", "AZURE_OPENAI_API_KEY"),
                 azure_endpoint=r.text("BOUNDMEM_LLM_AZURE_ENDPOINT"),
                 azure_api_version=r.text("BOUNDMEM_LLM_AZURE_API_VERSION", "BOUNDMEM_LLM_API_VERSION", "OPENAI_API_VERSION"),
-                timeout=r.number(float, "BOUNDMEM_LLM_TIMEOUT", 30.0, minimum=0, strict=True),
-                max_retries=r.number(int, "BOUNDMEM_LLM_MAX_RETRIES", 3, minimum=0),
-                backoff=r.number(float, "BOUNDMEM_LLM_BACKOFF", 0.5, minimum=0),
+                timeout=r.number(float, "BOUNDMEM_LLM_TIMEOUT", minimum=0, strict=True),
+                max_retries=r.number(int, "BOUNDMEM_LLM_MAX_RETRIES", minimum=0),
+                backoff=r.number(float, "BOUNDMEM_LLM_BACKOFF", minimum=0),
                 temperature=r.temperature("BOUNDMEM_LLM_TEMPERATURE"),
-                max_tokens=r.number(int, "BOUNDMEM_LLM_MAX_TOKENS", None, minimum=1),
+                max_tokens=r.number(int, "BOUNDMEM_LLM_MAX_TOKENS", minimum=1),
                 usage_log=r.text("BOUNDMEM_LLM_USAGE_LOG"),
-                tool_shape=r.choice("BOUNDMEM_LLM_TOOL_SHAPE", ("flat", "nested"), "flat")),
-            llm_local=LocalLLMSettings(
-                home=(r.path("BOUNDMEM_LLM_HOME") or LocalLLMSettings.model_fields["home"].default).expanduser(),
-                cmake_args=r.text("CMAKE_ARGS")),
-            service=ServiceSettings(
+                tool_shape=r.choice("BOUNDMEM_LLM_TOOL_SHAPE", ("flat", "nested")))),
+            llm_local=LocalLLMSettings(**_given(home=r.path("BOUNDMEM_LLM_HOME"), cmake_args=r.text("CMAKE_ARGS"))),
+            service=ServiceSettings(**_given(
                 keys=r.path("BOUNDMEM_KEYS"), token_secret_file=r.path("BOUNDMEM_TOKEN_SECRET_FILE"),
                 token_state=r.path("BOUNDMEM_TOKEN_STATE"), mcp_token=r.text("BOUNDMEM_MCP_TOKEN"),
-                upstream_url=r.text("BOUNDMEM_UPSTREAM_URL")),
-        )
+                upstream_url=r.text("BOUNDMEM_UPSTREAM_URL"))),
+        ))
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()   # a variable that is not set (or empty): the field keeps its declared default
+
+
+def _given(**fields: Any) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not UNSET}
 
 
 class _Reader:
-    """Typed reads of an environment mapping; every failure names the variable."""
+    """Typed reads of an environment mapping; every failure names the variable, an unset variable reads as UNSET."""
 
     def __init__(self, environ: Mapping[str, str]):
         self.environ = environ
@@ -131,29 +143,28 @@ class _Reader:
                 return n, v.strip()
         return None
 
-    def text(self, *names: str, default: Optional[str] = None) -> Optional[str]:
-        """The first of `names` that is set (the later ones are older or foreign spellings), else `default`."""
+    def text(self, *names: str) -> Any:
+        """The first of `names` that is set (the later ones are older or foreign spellings)."""
         hit = self.get(*names)
-        return hit[1] if hit else default
+        return hit[1] if hit else UNSET
 
-    def path(self, name: str) -> Optional[Path]:
+    def path(self, name: str) -> Any:
         hit = self.get(name)
-        return Path(hit[1]).expanduser() if hit else None
+        return Path(hit[1]).expanduser() if hit else UNSET
 
-    def choice(self, name: str, allowed: tuple[str, ...], default: str) -> str:
+    def choice(self, name: str, allowed: tuple[str, ...]) -> Any:
         hit = self.get(name)
         if hit is None:
-            return default
+            return UNSET
         value = hit[1].lower()
         if value not in allowed:
             raise ConfigError(f"{name}={hit[1]!r} is not one of {', '.join(allowed)}")
         return value
 
-    def number(self, typ: Callable[[str], Any], name: str, default: Any, minimum: Optional[float] = None,
-               strict: bool = False) -> Any:
+    def number(self, typ: Callable[[str], Any], name: str, minimum: Optional[float] = None, strict: bool = False) -> Any:
         hit = self.get(name)
         if hit is None:
-            return default
+            return UNSET
         try:
             value = typ(hit[1])
         except ValueError:
@@ -162,10 +173,10 @@ class _Reader:
             raise ConfigError(f"{name}={hit[1]!r} must be {'>' if strict else '>='} {minimum:g}")
         return value
 
-    def temperature(self, name: str) -> Optional[float]:
+    def temperature(self, name: str) -> Any:
         hit = self.get(name)
         if hit is None:
-            return 0.0
+            return UNSET
         if hit[1].lower() in ("none", "default"):
             return None
         try:
