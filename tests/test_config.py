@@ -225,3 +225,11 @@ def test_serve_with_an_endpoint_it_cannot_use_stops_at_start(args, env, named, t
     keys.write_text('[keys]\n"bm-test-key-0123456789abcdef0123" = "acme"\n')
     r = CliRunner().invoke(serve_app, ["--db", str(tmp_path / "s.db"), "--keys", str(keys), "--lazy", *args])
     assert r.exit_code == 2 and named in r.output and not started, r.output
+
+
+def test_the_openai_embedder_takes_the_endpoint_timeout_and_retries_from_the_settings():
+    """LLMSettings configure `--embedder openai` too; its client kept its own 60 s / 2 retries before."""
+    s = Settings.from_env({"BOUNDMEM_LLM_BASE_URL": "http://127.0.0.1:9/v1", "BOUNDMEM_LLM_TIMEOUT": "7",
+                           "BOUNDMEM_LLM_MAX_RETRIES": "0"})
+    emb = EMBEDDERS.load("openai", s)
+    assert emb.client.timeout == 7 and emb.client.max_retries == 0

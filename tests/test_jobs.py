@@ -176,6 +176,49 @@ def test_forget_drops_the_users_queued_jobs(mem):
     assert mem.jobs.drain(mem) == 0 and mem.preferences("u") == []
 
 
+def test_forget_drops_jobs_another_memory_queued_and_their_text_leaves_the_disk(tmp_path, schema, hash_embedder):
+    """The queue lives in the store's database: a Memory that never touched it (another process, a restart) must
+    still drop the user's queued conversations on forget, or their text stays on disk and a worker brings the
+    preferences back."""
+    db = tmp_path / "q.db"
+    first = Memory(schema=schema, store=SQLiteStore(db), extractor=EchoExtractor(), maintainer=RuleMaintainer(),
+                   embedder=hash_embedder)
+    first.add(conv("c0", "Tapas"), "u")
+    job = first.submit(conv("c1", "Marker-Queued-Text"), "u", start_worker=False)
+    first.jobs.close()
+    first.store.close()
+    second = Memory(schema=schema, store=SQLiteStore(db), extractor=EchoExtractor(), maintainer=RuleMaintainer(),
+                    embedder=hash_embedder)
+    try:
+        second.forget("u")
+        with pytest.raises(JobNotFound):
+            second.job(job.id)
+    finally:
+        second.jobs.close()
+        second.store.close()
+    for f in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        assert not f.exists() or b"Marker-Queued-Text" not in f.read_bytes(), f
+
+
+def test_cli_prefs_forget_drops_the_users_queued_jobs(tmp_path, schema, hash_embedder):
+    from typer.testing import CliRunner
+
+    from boundmem.cli import app
+
+    db = tmp_path / "q.db"
+    m = Memory(schema=schema, store=SQLiteStore(db), extractor=EchoExtractor(), maintainer=RuleMaintainer(),
+               embedder=hash_embedder)
+    m.add(conv("c0", "Tapas"), "u")
+    m.submit(conv("c1", "Marker-Queued-Text"), "u", start_worker=False)
+    m.jobs.close()
+    m.store.close()
+    r = CliRunner().invoke(app, ["prefs", "forget", "-u", "u", "--db", str(db), "--yes"])
+    assert r.exit_code == 0, r.output
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 0
+    for f in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        assert not f.exists() or b"Marker-Queued-Text" not in f.read_bytes(), f
+
+
 CHILD = r"""
 import sys, time
 from boundmem import Candidate, CategoryPath, Conversation, Memory, Turn

@@ -250,6 +250,13 @@ def prefs_forget(user: str = USER, db: str = DB, yes: bool = typer.Option(False,
     sid = _existing(store, db, user, tenant)
     if not yes and not typer.confirm(f"Erase all memory of {sid}?"):
         raise typer.Exit(1)
+    from .jobs import JobQueue
+
+    jobs = JobQueue(store)
+    try:
+        jobs.forget_user(sid)   # conversations queued for the user (by the API's async ingest) go first
+    finally:
+        jobs.close()
     n = store.forget(sid, cause="user asked to be forgotten (cli)")
     console.print(f"forgot {sid}: {n} preference(s) erased")
 

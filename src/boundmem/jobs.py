@@ -97,9 +97,9 @@ def summary(result: IngestResult) -> dict:
 
 def _transient(e: BaseException) -> bool:
     from .llm.errors import LLMOutputError, LLMError
-    from .store.base import StoreBusy
+    from .store.base import is_store_busy
 
-    if isinstance(e, StoreBusy) or (isinstance(e, sqlite3.OperationalError) and "locked" in str(e)):
+    if is_store_busy(e):
         return True
     return isinstance(e, LLMError) and not isinstance(e, LLMOutputError)
 

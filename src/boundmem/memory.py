@@ -227,8 +227,9 @@ class Memory:
         return consent_records(self.store.opt_outs(user), self.store.audit(user))
 
     def forget(self, user: str) -> int:
-        if self._jobs is not None:   # queued conversations of the user go too (before the store's WAL wipe)
-            self._jobs.forget_user(user)
+        # queued conversations of the user go too, whoever queued them (another process, an earlier run), before the
+        # store's erasure, whose WAL wipe then covers their pages
+        self.jobs.forget_user(user)
         return self.store.forget(user, cause="user asked to be forgotten")
 
 

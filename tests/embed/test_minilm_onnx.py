@@ -82,6 +82,8 @@ def test_env_path_that_does_not_exist_is_named(monkeypatch, tmp_path):
     with pytest.raises(OnnxModelUnavailable, match="BOUNDMEM_MINILM_ONNX.*nope.onnx") as ei:
         make_embedder("minilm-onnx", Settings.from_env()).embed(["hello"])
     assert exit_code(ei.value) == 2 and isinstance(ei.value, ConfigError)   # a setting to fix, not an upstream failure
+    with pytest.raises(ConfigError, match="nope.onnx"):   # also on the auto backend: no silent fall back to torch
+        make_embedder("minilm", Settings.from_env())
 
 
 def test_a_broken_model_file_is_named(tmp_path):

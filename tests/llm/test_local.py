@@ -104,4 +104,4 @@ def test_usage_log_written_and_summarised(fake, make_client, tmp_path):
     assert s["all"]["requests"] == 3 and s["all"]["failed"] == 1
     assert s["all"]["prompt_tokens"] == 150 and s["all"]["completion_tokens"] == 15
     assert s["all"]["requests_per_conversation"] == 1.5 and s["all"]["tokens_per_conversation"] == 82.5
-    assert s["all"]["latency_p50_s"] is not None and len(c.usage.latency_s) == 2
+    assert s["all"]["latency_p50_s"] is not None

@@ -54,10 +54,11 @@ def test_async_jobs_of_one_user_keep_their_order(client):
         r = client.post("/v1/users/alice/conversations?async=true", headers=auth(KEY_A),
                         json=conversation(f"c{i}", f"Set the temperature to {t} degrees, I always like it so."))
         urls.append(r.json()["url"])
-    assert all(wait_job(client, u)["status"] == "done" for u in urls)
-    prefs = client.get("/v1/users/alice/preferences", headers=auth(KEY_A)).json()["preferences"]
-    temps = [p["sentence"] for p in prefs if "temperature" in p["path"]["sub"] or "temperature" in p["path"]["detail"]]
-    assert temps == [] or "22" in temps[-1]
+    jobs = [wait_job(client, u) for u in urls]
+    assert all(j["status"] == "done" for j in jobs)
+    # one user's jobs run one after another in the order they were accepted: each starts after the previous finished
+    for earlier, later in zip(jobs, jobs[1:]):
+        assert earlier["finished_at"] <= later["started_at"], (earlier, later)
 
 
 def test_jobs_left_by_a_previous_process_run_when_the_server_starts(memory):

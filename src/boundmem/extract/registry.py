@@ -5,6 +5,7 @@ from typing import Optional
 
 from ..config import Settings
 from ..embed.base import Embedder
+from ..embed.registry import shared_or_settings
 from ..registry import Registry
 from .base import Extractor
 
@@ -15,19 +16,11 @@ def make_extractor(name: str, settings: Settings, embedder: Optional[Embedder]) 
     return EXTRACTORS.load(name, settings, embedder)
 
 
-def _embedder(settings: Settings, embedder: Optional[Embedder]) -> Embedder:
-    if embedder is not None:
-        return embedder
-    from ..embed.registry import make_embedder
-
-    return make_embedder(settings.embed.embedder, settings)
-
-
 @EXTRACTORS.register("local", "offline: MiniLM category index + the lasting-preference model")
 def _local(settings: Settings, embedder: Optional[Embedder]) -> Extractor:
     from .local import LocalExtractor
 
-    return LocalExtractor(_embedder(settings, embedder))
+    return LocalExtractor(shared_or_settings(embedder, settings))
 
 
 @EXTRACTORS.register("local-lenient", "local without the lasting-preference gate (category score alone)")
@@ -35,7 +28,7 @@ def _local_lenient(settings: Settings, embedder: Optional[Embedder]) -> Extracto
     from .local import LocalExtractor
 
     # CarMem's labels count one-off commands as preferences; this reproduces what a category-only extractor gets there
-    return LocalExtractor(_embedder(settings, embedder), lasting=None)
+    return LocalExtractor(shared_or_settings(embedder, settings), lasting=None)
 
 
 @EXTRACTORS.register("keyword", "vocabulary matching, no model")

@@ -125,8 +125,7 @@ def tool(schema: Optional[Path] = typer.Option(None, "--schema"), opt_out: list[
     from ..schema.load import builtin_schema, load_schema
 
     s = (load_schema(schema) if schema else builtin_schema()).prune(opt_out)
-    ex = LLMExtractor.__new__(LLMExtractor)
-    ex.user_label, ex.shape, ex._cache = "User", shape, {}
+    ex = LLMExtractor(client=None, shape=shape)   # only builds the request; nothing is sent
     msgs = ex.messages(Conversation(id="x", turns=(Turn(role="user", text="<conversation>"),)), s)
     typer.echo(json.dumps({"messages": msgs, "tools": [ex.tool(s)]}, indent=1, ensure_ascii=False))
 

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any, Optional, Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from ..config import LLMSettings
 from ..errors import ConfigError
@@ -39,8 +39,6 @@ class LLMUsage(BaseModel):
     failures: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    latency_s: list[float] = Field(default_factory=list, exclude=True,
-                                   description="wall time of each answered request, in order (not in model_dump)")
 
     @property
     def total_tokens(self) -> int:
@@ -282,8 +280,6 @@ class LLMClient:
                                                   f"{type(e).__name__}: {str(e)[:200]}") from None
             else:
                 took = time.monotonic() - started
-                with self._lock:
-                    self.usage.latency_s.append(round(took, 4))
                 self._log(params, took, "ok", resp)
                 u = getattr(resp, "usage", None)
                 if u is not None:

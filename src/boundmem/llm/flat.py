@@ -44,9 +44,6 @@ class FlatSchema:
     model: type[BaseModel]
     guide: str
 
-    def label_of(self, path: CategoryPath) -> str:
-        return next(lab for lab, p in self.paths.items() if p == path)
-
 
 def _labels(schema: Schema) -> list[tuple[str, CategoryPath, DetailCategory]]:
     """'Sub > Detail' display labels, widened to 'Main > Sub > Detail' and then to the key path where not unique."""

@@ -17,10 +17,10 @@ def make_maintainer(name: str, settings: Settings, embedder: Optional[Embedder])
 
 @MAINTAINERS.register("local", "offline: MiniLM similarity + the polarity model")
 def _local(settings: Settings, embedder: Optional[Embedder]) -> Maintainer:
-    from ..embed.registry import make_embedder
+    from ..embed.registry import shared_or_settings
     from .local import LocalMaintainer
 
-    return LocalMaintainer(embedder if embedder is not None else make_embedder(settings.embed.embedder, settings))
+    return LocalMaintainer(shared_or_settings(embedder, settings))
 
 
 @MAINTAINERS.register("rules", "string rules, no model")

@@ -23,7 +23,8 @@ from ..api_models import ErrorOut
 from ..errors import (BoundmemError, ConfigError, ConflictError, InputError, LimitError, NotFoundError, StoreError,
                       UpstreamError)
 from ..extract.base import ExtractionError
-from .limits import LimitExceeded, dimension_error, error_body, is_store_busy, retry_after
+from ..store.base import is_store_busy
+from .limits import LimitExceeded, dimension_error, error_body, retry_after
 
 log = logging.getLogger("boundmem.service")
 

@@ -9,28 +9,19 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
 from ..errors import LimitError
-from ..store.base import EmbeddingDimensionError, StoreBusy
+from ..store.base import EmbeddingDimensionError
 
 
 DEFAULT_MAX_BODY_BYTES = 1_000_000
 DEFAULT_RATE = 20.0     # requests/s per tenant; on by default (0 or None turns it off)
 DEFAULT_BURST = 40
 STORE_BUSY_RETRY_AFTER = 2   # seconds a client is told to wait when another writer holds the store
-
-
-def is_store_busy(exc: BaseException) -> bool:
-    """The store could not get its write lock in time: `StoreBusy` where the store raises it, and SQLite's own
-    'database is locked' / 'database is busy' from code paths that do not translate it."""
-    if isinstance(exc, StoreBusy):
-        return True
-    return isinstance(exc, sqlite3.OperationalError) and any(w in str(exc).lower() for w in ("locked", "busy"))
 
 
 def dimension_error(exc: BaseException) -> Optional[str]:

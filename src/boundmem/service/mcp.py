@@ -35,8 +35,9 @@ from mcp.server.stdio import stdio_server
 from ..errors import NotFoundError
 from ..memory import Memory
 from ..models import Conversation, Turn
+from ..store.base import is_store_busy
 from ..user_id import check_user_id, namespaced
-from .limits import (DEFAULT_MAX_BODY_BYTES, ContentLimits, LimitExceeded, dimension_error, is_store_busy,
+from .limits import (DEFAULT_MAX_BODY_BYTES, ContentLimits, LimitExceeded, dimension_error,
                      retry_after)
 from .tokens import TokenError, TokenIssuer
 

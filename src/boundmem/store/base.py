@@ -11,6 +11,7 @@ of the entries about it but never their hashes, so `verify_audit` still checks t
 """
 from __future__ import annotations
 
+import sqlite3
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Optional, Protocol, runtime_checkable
@@ -143,6 +144,15 @@ class AuditCheck:
     user: Optional[str] = None
     seq: Optional[int] = None
     reason: str = ""
+
+
+def is_store_busy(exc: BaseException) -> bool:
+    """The store could not get its write lock in time: `StoreBusy` where the store raises it, and SQLite's own
+    'database is locked' / 'database is busy' from code paths that do not translate it. Nothing was written; the
+    same call may succeed later (the service answers 503, the job queue retries)."""
+    if isinstance(exc, StoreBusy):
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and any(w in str(exc).lower() for w in ("locked", "busy"))
 
 
 def opt_out_prefix(prefix: str) -> str:

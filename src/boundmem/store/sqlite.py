@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import NotFoundError, StoreError
 from ..models import AuditEntry, Preference, UserExport, utcnow
-from .base import AuditCheck, StoreBusy, blocking_rule, unit
+from .base import AuditCheck, StoreBusy, blocking_rule, is_store_busy, unit
 from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, dim_mismatch, load_keys, migrate_legacy,
                      row_to_pref, stack, verify_log)
 
@@ -155,7 +155,7 @@ class SQLiteStore(SingleWrites):
             try:
                 con.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as e:
-                if _is_busy(e):
+                if is_store_busy(e):
                     raise self._busy(e) from e
                 raise
             try:
@@ -169,7 +169,7 @@ class SQLiteStore(SingleWrites):
             except BaseException as e:
                 if con.in_transaction:  # never leave the thread's connection stuck in a transaction
                     con.execute("ROLLBACK")
-                if isinstance(e, sqlite3.OperationalError) and _is_busy(e):
+                if isinstance(e, sqlite3.OperationalError) and is_store_busy(e):
                     raise self._busy(e) from e
                 raise
 
@@ -316,6 +316,3 @@ def truncate_wal_nowait(con: sqlite3.Connection) -> bool:
         con.execute(f"PRAGMA busy_timeout={int(timeout)}")
 
 
-def _is_busy(e: sqlite3.OperationalError) -> bool:
-    m = str(e).lower()
-    return "locked" in m or "busy" in m
