@@ -72,6 +72,10 @@ class Settings(_Group):
     caim_db: str = Field("boundmem-caim.db", description="BOUNDMEM_CAIM_DB")
     pg_vacuum: Literal["plain", "full", "off"] = Field("plain", description="BOUNDMEM_PG_VACUUM: after an erasure")
     jobs_nice: int = Field(10, description="BOUNDMEM_JOBS_NICE: nice value of the job worker thread (<= 0: unchanged)")
+    promote_after: int = Field(3, ge=1, description="BOUNDMEM_PROMOTE_AFTER: distinct conversations observing the same "
+                               "value that promote it to a preference")
+    observation_days: float = Field(90.0, gt=0, description="BOUNDMEM_OBSERVATION_DAYS: days an unconfirmed "
+                                    "observation is kept")
     embed: EmbedSettings = EmbedSettings()
     llm: LLMSettings = LLMSettings()
     llm_local: LocalLLMSettings = LocalLLMSettings()
@@ -90,6 +94,8 @@ class Settings(_Group):
             caim_db=r.text("BOUNDMEM_CAIM_DB"),
             pg_vacuum=r.choice("BOUNDMEM_PG_VACUUM", ("plain", "full", "off")),
             jobs_nice=r.number(int, "BOUNDMEM_JOBS_NICE"),
+            promote_after=r.number(int, "BOUNDMEM_PROMOTE_AFTER", minimum=1),
+            observation_days=r.number(float, "BOUNDMEM_OBSERVATION_DAYS", minimum=0, strict=True),
             embed=EmbedSettings(**_given(
                 embedder=r.text("BOUNDMEM_EMBEDDER"),
                 minilm_backend=r.choice("BOUNDMEM_MINILM_BACKEND", ("auto", "onnx", "torch")),

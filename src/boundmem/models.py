@@ -30,16 +30,30 @@ class Conversation(BaseModel):
         return [(i, t.text) for i, t in enumerate(self.turns) if t.role == "user"]
 
 
+Polarity = Literal["like", "dislike", "indifferent"]
+"""Whether the user wants the value, turns against it, or does not mind it. Data, never a "not X" string: an
+assistant must be able to tell "avoid jazz" from "play jazz" without parsing the value."""
+
+Evidence = Literal["stated", "observed"]
+"""`stated`: a lasting preference said as such ("I always go for Italian"), stored at once. `observed`: a one-off
+choice naming an in-schema value ("play some jazz"), kept as an observation and promoted to a preference only when
+repeated in enough distinct conversations or confirmed by the user."""
+
+
 class Candidate(BaseModel):
     """A preference an extractor found, not yet reconciled with what is stored."""
 
     model_config = ConfigDict(frozen=True)
 
     path: CategoryPath
-    attribute: str = Field(min_length=1)
+    attribute: str = Field(min_length=1, description="The value, in the user's words (open categories) or a listed "
+                           "item their words clearly imply (closed ones); never negated: polarity says that.")
     sentence: str = ""
     confidence: float = 1.0
     cue: str = Field(default="", description="The words that marked the statement as lasting (recorded in the audit cause).")
+    polarity: Polarity = "like"
+    evidence: Evidence = "stated"
+    span: str = Field(default="", description="The user's words the value was read from (the audit cause names it).")
 
 
 class Preference(BaseModel):
@@ -55,6 +69,24 @@ class Preference(BaseModel):
     conversation_id: Optional[str] = None
     created_at: datetime
     updated_at: datetime
+    polarity: Polarity = "like"
+
+
+class Observation(BaseModel):
+    """A one-off choice the user made ("play some jazz"): shown to the user, erasable like a preference, never
+    recalled as one. Several observations of the same category, value and polarity from distinct conversations
+    (or the user's confirmation) promote it to a `Preference`; unconfirmed ones expire after the retention period."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    user: str
+    path: CategoryPath
+    attribute: str
+    polarity: Polarity = "like"
+    sentence: str
+    conversation_id: Optional[str] = None
+    created_at: datetime
 
 
 Action = Literal["insert", "pass", "update", "append"]
@@ -83,7 +115,7 @@ class AuditEntry(BaseModel):
 
     seq: int
     user: str
-    op: Literal["insert", "update", "delete", "pass", "opt_out", "opt_in", "forget"]
+    op: Literal["insert", "update", "delete", "pass", "opt_out", "opt_in", "forget", "observe", "promote", "dismiss"]
     preference_id: Optional[str] = None
     before: Optional[dict[str, Any]] = None
     after: Optional[dict[str, Any]] = None
@@ -124,6 +156,10 @@ class IngestResult(BaseModel):
                                      "or updated, as stored (one per id, in its final state).")
     consent: list[ConsentAction] = Field(default_factory=list, description="Consent requests said in the conversation "
                                          "(opt-outs, deletions), applied before extraction; those turns are not extracted.")
+    observed: list[Observation] = Field(default_factory=list, description="One-off choices this ingest recorded as "
+                                        "observations (not preferences).")
+    promoted: list[Preference] = Field(default_factory=list, description="Preferences this ingest created by promoting "
+                                       "repeated observations (also listed in `stored`).")
 
 
 class ConsentRecord(BaseModel):
@@ -156,6 +192,7 @@ class UserExport(BaseModel):
     opt_outs: list[str]
     preferences: list[Preference]
     audit: list[AuditEntry]
+    observations: list[Observation] = Field(default_factory=list, description="One-off choices held as observations.")
     consents: list[ConsentRecord] = Field(default_factory=list, description="Each opt-out's consent record "
                                           "(derived from the opt-outs and the audit log when not given).")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -31,6 +31,10 @@ class DetailCategory(BaseModel):
     description: str = ""
     attributes: tuple[str, ...] = ()
     examples: tuple[str, ...] = ()
+    values: Optional[Literal["open", "closed"]] = Field(None, description=(
+        "closed: a value is one of `attributes` (price range, Yes/No, Low/Medium/High); open: `attributes` are "
+        "examples and a value is the user's own words (songs, artists, chains, stations, cuisines). Unset: closed when "
+        "the category lists attributes, open when it lists none (see `value_kind`)."))
 
     @model_validator(mode="before")
     @classmethod
@@ -38,6 +42,15 @@ class DetailCategory(BaseModel):
         if isinstance(data, dict) and not data.get("key") and data.get("name"):
             data = {**data, "key": slug(str(data["name"]))}
         return data
+
+    @property
+    def value_kind(self) -> Literal["open", "closed"]:
+        """The category's value kind, explicit or by default. The default is closed where there is a list because a
+        closed category can only miss a value the user named outside it, while treating a list of options as
+        examples could store words that are not an option; a schema whose lists are examples says `values: open`."""
+        if self.values is not None:
+            return self.values
+        return "closed" if self.attributes else "open"
 
 
 class SubCategory(BaseModel):
