@@ -55,6 +55,28 @@ def test_ownership_and_one_off_markers_veto():
     "yes that one", "Sure, let's do the Chinese place.",
 ])
 def test_nothing_lasting_stores_nothing(extractor, schema, text):
+    assert [c for c in extractor.extract(said(text), schema).candidates if c.evidence == "stated"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text, detail, value", [
+    ("Set the ambient light to blue.", "interior_lightning_color_preferences", "Blue"),
+    ("play some jazz", "favorite_genres", "Jazz"),
+    ("olly turn the fan up to high", "fan_speed_preferences", "High"),
+    ("Set the temperature to 22 degrees.", "preferred_temperature", "22 degree Celcius"),
+])
+def test_a_one_off_choice_naming_a_value_is_an_observation(extractor, schema, text, detail, value):
+    got = extractor.extract(said(text), schema).candidates
+    assert [(c.path.detail, c.attribute, c.evidence) for c in got] == [(detail, value, "observed")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text", [
+    "my wife loves sushi so find a sushi place", "do you like jazz?", "What's your favourite song?",
+    "yes that one", "Sure, let's do the Chinese place.", "Just for today, play some jazz.",
+    "Is there a PetroLux nearby?", "Play my favourite podcast.", "Navigate to my usual gas station.",
+])
+def test_questions_other_people_acceptances_and_temporary_wishes_are_no_evidence(extractor, schema, text):
     assert extractor.extract(said(text), schema).candidates == []
 
 
@@ -67,7 +89,7 @@ def test_a_very_long_rambling_turn_stores_nothing_and_raises_nothing(extractor, 
 @pytest.mark.slow
 def test_a_dislike_is_stored_as_a_dislike(extractor, schema):
     got = extractor.extract(said("Never ever play country music for me, I can't stand it."), schema).candidates
-    assert [(c.path.detail, c.attribute) for c in got] == [("favorite_genres", "not Country")]
+    assert [(c.path.detail, c.attribute, c.polarity) for c in got] == [("favorite_genres", "Country", "dislike")]
     assert got[0].cue
 
 

@@ -113,6 +113,12 @@ class CategoryIndex:
         j = max((i for i in range(len(spans)) if sims[i] >= best - 0.03), key=lambda i: (len(spans[i].split()), sims[i]))
         return spans[j], float(sims[j])
 
+    def attribute_similarities(self, x: np.ndarray, category: int) -> list[float]:
+        """Cosine of the text to each listed item of the category, in list order (empty without a list)."""
+        if not self.refs[category].detail.attributes:
+            return []
+        return [float(v) for v in self._attributes()[category] @ x]
+
     def nearest_attribute(self, x: np.ndarray, category: int) -> tuple[Optional[str], float]:
         attrs = self.refs[category].detail.attributes
         if not attrs:

@@ -56,6 +56,13 @@ class TrainedHead:
     def logits(self, X: np.ndarray) -> np.ndarray:
         return X.astype(np.float32) @ self.W + self.b
 
+    def probabilities(self, X: np.ndarray) -> np.ndarray:
+        """Softmax over the labels plus "no preference" (last column), without vocabulary boosts."""
+        Z = self.logits(X)
+        Z = Z - Z.max(1, keepdims=True)
+        P = np.exp(Z)
+        return P / P.sum(1, keepdims=True)
+
     def save(self, path: str | Path) -> None:
         t = self.thresholds
         np.savez_compressed(

@@ -196,6 +196,28 @@ def _vetoed_clause(clause: str) -> bool:
     return first in _INFO_QUESTION and not (explicit_cue(words.rstrip("?")) and _FIRST_PERSON.search(words))
 
 
+_TEMPORARY = re.compile(r"\b(?:just (?:for )?(?:today|tonight|now|this once|this time|the moment)|for now|just this once|"
+                        r"this once|only (?:today|tonight|for now|this time|for this)|for the moment|for today|for tonight|"
+                        r"just this time|one time only|for a change)\b", re.I)
+
+
+@lru_cache(maxsize=8192)
+def one_off_choice(text: str, turn: str = "") -> bool:
+    """A choice the speaker makes now ("play some jazz", "set it to 22", "avoid tolls on this trip"): evidence of a
+    preference once repeated. Not evidence: another person's request, a question that asks for information,
+    accepting a suggestion once, a wish said to be temporary ("just for today")."""
+    t = text.strip()
+    if not t or _THIRD_PARTY.search(t) or _TEMPORARY.search(t) or (turn and _TEMPORARY.search(turn)):
+        return False
+    on = dict(zip(FEATURES, _flags(t)))
+    if on["accept"] or on["second"]:
+        return False
+    first = (_WORD.findall(t.lower()) or [""])[0]
+    if first in _INFO_QUESTION:
+        return False
+    return bool(on["imperative"] or on["now"])
+
+
 _CUED = 0.9
 _STRONG = re.compile(_IDENTITY.pattern + "|" + _DISLIKE.pattern + r"|\b(?:i|we)\s+(?:always|usually|normally|never)\b"
                      r"|\bas a rule\b|\bin general\b|\bfrom now on\b|\bmy favou?rite\b", re.I)

@@ -53,12 +53,14 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..models import Candidate, Conversation
-from ..schema.model import DetailRef, Schema
+from ..schema.model import Schema
 from .base import Extraction
 from .category_index import CategoryIndex, fingerprint
 from .head import TrainedHead, bundled_head
-from .lasting import LastingModel, bundled_lasting, cue_of, explicit_cue, vetoed
+from .lasting import LastingModel, bundled_lasting, cue_of, explicit_cue, one_off_choice, vetoed
 from .phrasing import content_spans, grounded_phrase, states_preference
+from .stance import stance
+from .values import clearly_implied, masked, names_value, open_value, statement_spans
 from .speech import clauses, is_english, phrases, strip_speech
 from .turn_gate import TurnGate, bundled_gate
 from .vocabulary import find_term, literal_attributes, term_of
@@ -73,7 +75,7 @@ class ZeroShotRule:
     first: float = 0.30
     further: float = 0.30
     vocab_boost: float = 0.15
-    attribute_min: float = 0.55   # nearest vocabulary item is used only this close, else the user's own words
+    attribute_min: float = 0.55   # a closed category's item implied without being named: at least this close
     lasting: float = 0.35         # the lasting model's probability a clause needs on a schema it was not trained for
     phrase: float = 0.5           # cosine a phrase of a clause needs to add a category of its own
     value_weight: float = 0.9     # weight of the closest "Detail: value" row in the category scores
@@ -99,6 +101,7 @@ class _Scored:
     floor: float       # the score this unit needs to be picked at all
     lasting: float = 1.0
     category_share: Optional[float] = None   # head: the category's share of the mass once "no preference" is ruled out
+    span: Optional[str] = None   # the value's words, when the category was judged with them masked (open categories)
 
 
 class LocalExtractor:
@@ -111,15 +114,17 @@ class LocalExtractor:
     def __init__(self, embedder, head: Optional[TrainedHead] | object = _UNSET, zero_shot: ZeroShotRule = ZeroShotRule(),
                  max_candidates: int = 3, cache_size: int = 32, common_weight: float = 0.5,
                  gate: Optional[TurnGate] | object = _UNSET, lasting: Optional[LastingModel] | object = _UNSET,
-                 implied_min: float = 0.6, attribute_min: float = 0.45, span_min: float = 0.45,
-                 phrase_min: Optional[float] = None):
+                 span_min: float = 0.45,
+                 phrase_min: Optional[float] = None, closed_min: float = 0.5, closed_margin: float = 0.04,
+                 observe: bool = True):
         self.embedder = embedder
         self.phrase_min = 0.8 if phrase_min is None else phrase_min   # category score a phrase of a clause needs
         self.span_min = span_min           # a phrase of the user's own words must be this close to the category
+        self.observe = observe    # one-off choices naming a value become observed candidates
         self.sure_lasting = 0.7   # lasting probability above which the category need not beat "no preference"
         self.sure_share = 0.5     # ... but must hold this share of the mass among the categories
-        self.implied_min = implied_min     # trained head: a category this sure may take its closest vocabulary item
-        self.attribute_min = attribute_min  # trained head: nearest vocabulary item accepted this close
+        self.closed_min = closed_min        # a closed category's item implied without being named: this close ...
+        self.closed_margin = closed_margin  # ... and this much closer than the next item
         self.head = bundled_head() if head is _UNSET else head
         if gate is _UNSET:   # the bundled gate was distilled from the bundled head: only with it
             gate = bundled_gate() if head is _UNSET else None
@@ -186,9 +191,15 @@ class LocalExtractor:
                 parent = units[s.turn].parent
                 if parent is not None:
                     s.lasting = of_unit[parent] if parent in of_unit else (0.0 if vetoed(units[parent].text) else s.lasting)
+        if use_head and self.lasting is not None:
+            self._judge_masked(scored, units, index)
         rule = self.head.thresholds if use_head else self.zero_shot
         per: list[list[_Scored]] = [[] for _ in conversations]
+        seen: list[list[_Scored]] = [[] for _ in conversations]   # one-off choices: observations, not preferences
         for s in scored:
+            if s.lasting < threshold and self.observe and s.category is not None and s.score >= s.floor \
+                    and one_off_choice(units[s.turn].text, units[s.turn].turn):
+                seen[units[s.turn].conv].append(s)
             if s.lasting >= threshold:
                 if (s.category_share is not None and s.score < s.floor and s.lasting >= self.sure_lasting
                         and s.category_share >= self.sure_share):
@@ -196,14 +207,50 @@ class LocalExtractor:
                     s.score = s.floor
                 per[units[s.turn].conv].append(s)
         out = []
-        for ss in per:
+        for ss, choices in zip(per, seen):
             cands: list[Candidate] = []
             for s in self._decide(ss, rule.further, units, index.multiple,
                                   self.phrase_min if use_head else self.zero_shot.phrase):
                 cands.extend(c for c in self._candidates(index, units[s.turn], X[s.row], s, use_head)
                              if (c.path, c.attribute.lower()) not in {(d.path, d.attribute.lower()) for d in cands})
-            out.append(cands[: self.max_candidates])
+            cands = cands[: self.max_candidates]
+            stated = {c.path for c in cands}
+            for s in sorted(choices, key=lambda s: (-s.score, units[s.turn].whole)):
+                if len(cands) >= 2 * self.max_candidates:
+                    break
+                if index.refs[s.category].path in stated:
+                    continue   # the same category stated as lasting in this conversation: that is what counts
+                cands.extend(c for c in self._candidates(index, units[s.turn], X[s.row], s, use_head, evidence="observed")
+                             if (c.path, c.attribute.lower()) not in {(d.path, d.attribute.lower()) for d in cands})
+            out.append(cands)
         return out
+
+    def _judge_masked(self, scored: list[_Scored], units: list[_Unit], index: CategoryIndex) -> None:
+        """A clearly lasting statement whose category the head is unsure of, judged again with its value masked:
+        "I always shop at <a chain the embedding never saw>" is about supermarkets by what is said around the name.
+        Only an open category can be decided this way (its value is then the masked words), never a closed one."""
+        todo: list[tuple[_Scored, str]] = []
+        for s in scored:
+            if s.lasting < self.sure_lasting or (s.score >= s.floor) or (s.category_share or 0) >= self.sure_share:
+                continue
+            span = next((v for v in statement_spans(units[s.turn].text) if names_value(v)), None)
+            if span is not None:
+                todo.append((s, span))
+        if not todo:
+            return
+        X = self.embedder.embed([masked(units[s.turn].text, span) for s, span in todo])
+        P = self.head.probabilities(X)
+        where = {p: i for i, p in enumerate(index.paths)}
+        n = len(self.head.labels)
+        for (s, span), p in zip(todo, P):
+            k = int(p[:n].argmax())
+            share = float(p[k] / max(1e-6, 1.0 - p[n]))
+            cat = where.get(self.head.labels[k])
+            if cat is None or share < self.sure_share or index.refs[cat].detail.value_kind != "open":
+                continue
+            if not names_value(span, index.refs[cat]):
+                continue
+            s.category, s.score, s.category_share, s.span = cat, max(s.score, s.floor), share, span
 
     def _lasting_threshold(self, use_head: bool) -> float:
         if self.lasting is None:
@@ -311,12 +358,23 @@ class LocalExtractor:
         return picks
 
     # --- attribute ----------------------------------------------------------------------
-    def _candidates(self, index: CategoryIndex, unit: _Unit, x: np.ndarray, s: _Scored, use_head: bool) -> list[Candidate]:
+    def _candidates(self, index: CategoryIndex, unit: _Unit, x: np.ndarray, s: _Scored, use_head: bool,
+                    evidence: str = "stated") -> list[Candidate]:
         """The candidates one picked unit yields: one per value it names (several only in a
         multi-preference category), none if no value can be grounded in the user's words."""
         ref = index.refs[s.category]
         attrs = ref.detail.attributes
         values = _preferred(unit.text, literal_attributes(unit.text, attrs)) if attrs else []
+        if evidence == "observed":
+            # a one-off choice is evidence only of a value the user named: "play some jazz", "22 degrees"
+            out = []
+            for v in values if ref.detail.multiple else values[:1]:
+                stored, polarity = stance(unit.text, ref, v, attrs)
+                if stored is not None:
+                    out.append(Candidate(path=ref.path, attribute=stored, sentence=unit.turn,
+                                         confidence=round(min(1.0, s.score), 4), cue="one-off choice",
+                                         polarity=polarity, evidence="observed", span=v))
+            return out
         said = clauses(unit.turn) if unit.whole and values and self.lasting is not None else []
         if len(said) > 1:
             # a value named only in a part said for now ("on my face for now ... normally on my feet") is not the preference
@@ -325,6 +383,13 @@ class LocalExtractor:
                 values = [v for v in values if any(literal_attributes(p, [v]) for p in parts)]
                 if not values:
                     return []   # the category was named only in the part said for now ("Green this time, but ...")
+        if values and ref.detail.multiple and ref.detail.value_kind == "open":
+            # "I don't really like Italian, I'd rather have Thai": the contrasted alternative is a value too
+            for part in phrases(unit.text)[1:]:
+                if _ALTERNATIVE.match(part) and not literal_attributes(part, attrs):
+                    alt = open_value(part, ref, [p for p in (grounded_phrase(part), *statement_spans(part)) if p])
+                    if alt and alt.lower() not in {v.lower() for v in values}:
+                        values.append(alt)
         if not ref.detail.multiple:
             values = values[:1]
         if unit.parent is not None and not values:
@@ -332,29 +397,36 @@ class LocalExtractor:
         yes = _yes_item(attrs)
         if not values and yes:   # a Yes/No category: wanting the thing is the value ("I always want covered parking")
             values = [yes]
-        if not values and attrs:
-            near, sim = index.nearest_attribute(x, s.category)
-            if near is not None and sim >= (self.attribute_min if use_head else self.zero_shot.attribute_min):
-                values = [near]
-        if not values:
-            phrase = grounded_phrase(unit.text)
-            values = [phrase] if phrase else []
-        if not values and attrs and use_head and s.score >= self.implied_min:
-            # a confident category whose value the user implied without naming it ("route with least
-            # traffic" -> Low): the closest vocabulary item, never words cut from the request
-            values = [index.nearest_attribute(x, s.category)[0]]
-        if not values:
-            # the user's own words that are most about the category ("I bring my dog" -> "dog")
-            span, sim = index.closest_span(content_spans(unit.text), s.category)
-            if span is not None and sim >= self.span_min:
-                values = [span]
+        kind = ref.detail.value_kind
+        spans: dict[str, str] = {v: v for v in values}   # value -> the user's words it was read from
+        if not values and attrs and kind == "closed":
+            # a listed item the words clearly imply ("keep them dim" -> Low): close, and clearly closer than the next
+            sims = index.attribute_similarities(x, s.category)
+            j = clearly_implied(sims, self.closed_min if use_head else self.zero_shot.attribute_min, self.closed_margin)
+            if j is not None:
+                values = [attrs[j]]
+                spans[attrs[j]] = ""
+        if not values and kind == "open":
+            # the user's own words: where the statement puts its value, right after the preference cue, else the
+            # phrase most about the category
+            said = [p for p in (s.span, *statement_spans(unit.text), grounded_phrase(unit.text)) if p]
+            value = open_value(unit.text, ref, said)
+            if value is None:
+                span, sim = index.closest_span([c for c in content_spans(unit.text) if names_value(c, ref)], s.category)
+                if span is not None and sim >= self.span_min:
+                    value = open_value(unit.text, ref, [span])
+            if value is not None:
+                values = [value]
+                spans[value] = value
         # why it was judged lasting, for the audit log: the cue words, else the model's probability
         cue = cue_of(unit.text) or (f"no cue word; lasting model p={s.lasting:.2f}" if self.lasting is not None else "")
         out = []
         for v in values:
-            v = _negate(v, attrs) if _dislikes(unit.text, ref, v) else v
-            out.append(Candidate(path=ref.path, attribute=v, sentence=unit.turn, confidence=round(min(1.0, s.score), 4),
-                                 cue=cue))
+            stored, polarity = stance(unit.text, ref, v, attrs)
+            if stored is None:
+                continue   # "I don't mind toll roads" in a category without an "Indifferent" item: nothing to store
+            out.append(Candidate(path=ref.path, attribute=stored, sentence=unit.turn, confidence=round(min(1.0, s.score), 4),
+                                 cue=cue, polarity=polarity, span=spans.get(v, "")))
         return out
 
     # --- per-schema cache ---------------------------------------------------------------
@@ -411,63 +483,8 @@ def _units(conversations: Sequence[Conversation]) -> list[_Unit]:
     return out
 
 
-_NEG_BEFORE = re.compile(
-    r"\b(?:hate|dislike|detest|loathe|despise|can't stand|cannot stand|can't bear|don't like|do not like|don't enjoy|"
-    r"don't ever|do not ever|can't handle|cannot handle|spare me|not my (?:thing|scene|style)|no\s(?=\w+ for me)|"
-    r"don't care|do not care|doesn't matter|does not matter|not bothered|indifferent|"
-    r"do not enjoy|don't want|do not want|don't do|never|no more|not a fan|not into|sick of|tired of|done with|"
-    r"opposed to|allergic to|intolerant|stay away from|steer clear of|keep me away from|won't|will not|refuse|avoid|"
-    r"don't eat|do not eat|don't drink|can't eat|not for me|bores? me|skip)\b", re.I)
-_NOT_NEGATIVE = re.compile(r"\b(?:don't mind|do not mind|never mind|wouldn't mind|not bother|never (?:\w+ )?(?:anywhere|anything|anyone) "
-                           r"(?:but|except|other than)|can't get enough|can't go wrong|never miss|never skip|never without|"
-                           r"never fails?|no matter)\b", re.I)
-_NEG_AFTER = re.compile(
-    r"\b(?:(?:is|are)(?:n't| not)|is|are|just|really|simply|totally)?\s*(?:not (?:for me|my (?:thing|scene|style|cup of tea))|"
-    r"(?:a )?no(?:-go)? for me|bores? me|annoys? me|drives? me (?:crazy|mad|nuts)|(?:is|are) the worst|"
-    r"(?:isn't|aren't|is not|are not) (?:for me|my (?:thing|scene|style))|make me (?:sick|miserable|nervous)|"
-    r"(?:is|are) (?:off the table|out|a no|a dealbreaker|a deal breaker|overrated)|no thanks|no thank you)\b", re.I)
-_NEGATIVE_VALUE = re.compile(r"^(?:no|not|never|none|indifferent|avoid)\b|allerg|intoleran|-free\b|\bfree of\b", re.I)
-_AVOIDANCE = re.compile(r"\b(?:avoid|allerg|intoleran|restriction|need for)", re.I)
-
-
-_BREAK = re.compile(r"[,;:.!?]|\s(?:so|but|and|because|since|though|although|while|whereas)\s", re.I)
-
-
-def _dislikes(text: str, ref: DetailRef, value: str) -> bool:
-    """Whether the clause turns against `value`. Where the value is named, the negation must come before
-    it in the same stretch of words ("I'm vegetarian, so never suggest steakhouses" turns against
-    steakhouses, not against vegetarian). In a category that itself records what to avoid ("Avoidance
-    of specific road types", allergies) avoiding is the preference, not its opposite."""
-    if _NOT_NEGATIVE.search(text) or not (_NEG_BEFORE.search(text) or _NEG_AFTER.search(text)):
-        return False
-    if _NEGATIVE_VALUE.search(value):   # "Never considers price", "Seafood Allergies", "Gluten-Free": already negative
-        return False
-    if _AVOIDANCE.search(ref.detail.name):   # the category's own name says it records what to avoid
-        return False
-    m = find_term(text.lower(), term_of(value))
-    if not m:
-        return True
-    before = text[: m.start()]
-    last = None
-    for last in _NEG_BEFORE.finditer(before):
-        pass
-    if last is not None and not _BREAK.search(before[last.end():]):
-        return True
-    # the value as the subject, the verdict after it: "Hostels are not for me", "Shopping malls bore me"
-    after = text[m.end():]
-    verdict = _NEG_AFTER.search(after)
-    return bool(verdict) and not _BREAK.search(after[: verdict.start()])
-
-
-def _negate(value: str, attributes: Sequence[str]) -> str:
-    """A disliked value: the category's "No ..." item for a Yes-item, else "not <value>"."""
-    if value.strip().lower() == "yes":
-        no = next((a for a in attributes if a.lower().startswith(("no ", "no(", "indifferent")) or a.lower() == "no"), None)
-        if no:
-            return no
-    return f"not {value}"
-
-
+_ALTERNATIVE = re.compile(r"^(?:but\s+)?(?:i'd rather|i would rather|id rather|rather|i prefer|i'd prefer|i love|i like|"
+                          r"give me)\b", re.I)
 _CONTRAST = re.compile(r"\b(?:over|rather than|instead of|more than|than|not|but not|versus|vs)\b", re.I)
 
 
