@@ -56,6 +56,7 @@ from ..models import Candidate, Conversation
 from ..schema.model import Schema
 from .base import Extraction
 from .category_index import CategoryIndex, fingerprint
+from .closed_values import ClosedValueModel, bundled_closed_values
 from .head import TrainedHead, bundled_head
 from .lasting import LastingModel, bundled_lasting, cue_of, explicit_cue, one_off_choice, vetoed
 from .phrasing import content_spans, grounded_phrase, states_preference
@@ -75,7 +76,6 @@ class ZeroShotRule:
     first: float = 0.30
     further: float = 0.30
     vocab_boost: float = 0.15
-    attribute_min: float = 0.55   # a closed category's item implied without being named: at least this close
     lasting: float = 0.35         # the lasting model's probability a clause needs on a schema it was not trained for
     phrase: float = 0.5           # cosine a phrase of a clause needs to add a category of its own
     value_weight: float = 0.9     # weight of the closest "Detail: value" row in the category scores
@@ -115,8 +115,8 @@ class LocalExtractor:
                  max_candidates: int = 3, cache_size: int = 32, common_weight: float = 0.5,
                  gate: Optional[TurnGate] | object = _UNSET, lasting: Optional[LastingModel] | object = _UNSET,
                  span_min: float = 0.45,
-                 phrase_min: Optional[float] = None, closed_min: float = 0.5, closed_margin: float = 0.04,
-                 observe: bool = True):
+                 phrase_min: Optional[float] = None, closed_min: float = 0.6, closed_margin: float = 0.05,
+                 observe: bool = True, closed_values: Optional[ClosedValueModel] | object = _UNSET):
         self.embedder = embedder
         self.phrase_min = 0.8 if phrase_min is None else phrase_min   # category score a phrase of a clause needs
         self.span_min = span_min           # a phrase of the user's own words must be this close to the category
@@ -138,6 +138,11 @@ class LocalExtractor:
         elif lasting is not None and not lasting.fits(getattr(embedder, "name", ""), embedder.dim):
             raise ValueError(f"the lasting model was trained on {lasting.embedder!r} vectors of dimension {lasting.dim}")
         self.lasting: Optional[LastingModel] = lasting
+        if closed_values is _UNSET:   # trained on MiniLM vectors of the bundled schema: only with that embedder
+            closed_values = bundled_closed_values()
+            if closed_values is not None and not closed_values.fits(getattr(embedder, "name", ""), embedder.dim):
+                closed_values = None
+        self.closed_values: Optional[ClosedValueModel] = closed_values
         self.zero_shot = zero_shot
         self.max_candidates = max_candidates
         self.common_weight = common_weight
@@ -394,18 +399,24 @@ class LocalExtractor:
             values = values[:1]
         if unit.parent is not None and not values:
             return []   # a phrase counts only where it names a value of the category itself
-        yes = _yes_item(attrs)
-        if not values and yes:   # a Yes/No category: wanting the thing is the value ("I always want covered parking")
-            values = [yes]
         kind = ref.detail.value_kind
         spans: dict[str, str] = {v: v for v in values}   # value -> the user's words it was read from
+        implied: Optional[str] = None
+        yes = _yes_item(attrs)
         if not values and attrs and kind == "closed":
-            # a listed item the words clearly imply ("keep them dim" -> Low): close, and clearly closer than the next
-            sims = index.attribute_similarities(x, s.category)
-            j = clearly_implied(sims, self.closed_min if use_head else self.zero_shot.attribute_min, self.closed_margin)
-            if j is not None:
-                values = [attrs[j]]
-                spans[attrs[j]] = ""
+            # a listed item the words imply ("I always go for the cheapest fuel" -> Always cheapest): the trained
+            # closed-value model where it knows the category, else close and clearly closer than the next item
+            item, p = self.closed_values.implied(ref, x) if self.closed_values is not None else (None, 0.0)
+            if item is not None:
+                implied = item if p >= self.closed_values.threshold else None
+            elif not yes:
+                j = clearly_implied(index.attribute_similarities(x, s.category), self.closed_min, self.closed_margin)
+                implied = attrs[j] if j is not None else None
+            if implied is not None:
+                values = [implied]
+                spans[implied] = ""
+        if not values and yes:   # a Yes/No category: wanting the thing is the value ("I always want covered parking")
+            values = [yes]
         if not values and kind == "open":
             # the user's own words: where the statement puts its value, right after the preference cue, else the
             # phrase most about the category
@@ -422,7 +433,8 @@ class LocalExtractor:
         cue = cue_of(unit.text) or (f"no cue word; lasting model p={s.lasting:.2f}" if self.lasting is not None else "")
         out = []
         for v in values:
-            stored, polarity = stance(unit.text, ref, v, attrs)
+            # an implied item already carries the user's stance ("doesn't matter" -> "Price is irrelevant")
+            stored, polarity = (v, "like") if v == implied else stance(unit.text, ref, v, attrs)
             if stored is None:
                 continue   # "I don't mind toll roads" in a category without an "Indifferent" item: nothing to store
             out.append(Candidate(path=ref.path, attribute=stored, sentence=unit.turn, confidence=round(min(1.0, s.score), 4),

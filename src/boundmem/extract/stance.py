@@ -38,6 +38,11 @@ _NEAR = re.compile(r"\b(?:not|no|no longer|never|without)\s+(?:(?:a|an|the|reall
 # the verdict said of the value after it, by pronoun: "Never ever play country, I can't stand it"
 _ANAPHOR = re.compile(r"\b(?:can't stand|cannot stand|can't bear|hate|hates|dislike|detest|loathe|despise|don't like|"
                       r"do not like|can't listen to|sick of|tired of|over)\s+(?:it|them|that|those|this)\b", re.I)
+_WILLING = re.compile(r"\b(?:don't|do not) mind (?:\w+ing|a|the|some)\b|\bhappy to\b|\bglad to\b|\bwilling to\b", re.I)
+# a negated verb a few words before the value: "I never fill up at X", "Don't ever send me to X"
+_NEG_VERB = re.compile(r"\b(?:don't|do not|never|won't|will not|wouldn't|no longer|can't|cannot)\s+(?:\S+\s+){0,5}$", re.I)
+# ... unless it bounds an amount: "I don't want to walk more than ten minutes" is "less than 10 min"
+_AMOUNT = re.compile(r"\b(?:more than|longer than|further than|over|above|below|less than|under|beyond)\b", re.I)
 _PLAIN_NEG = re.compile(r"\b(?:never|not|no|don't|do not|won't|wouldn't|refuse to|no longer)\b", re.I)
 _USED_TO = re.compile(r"\bused to\s+(?:really\s+)?(?:love|like|enjoy|listen to|eat|go (?:to|for)|be into|adore)\b", re.I)
 _NOT_NOW = re.compile(r"\b(?:anymore|any more|no longer|not now|not these days|can't|cannot|not (?:really )?into|"
@@ -83,6 +88,8 @@ def stance(text: str, ref: DetailRef, value: str, attributes: Sequence[str] = ()
         return value, "like"
     before, after, found = _stretch(text, value)
     scope = f"{before} {value} {after}" if found else text
+    if value.strip().lower() == "yes" and _WILLING.search(text):   # "I don't mind paying extra for green fuel"
+        return value, "like"
     if INDIFFERENT.search(scope) and not NEG_BEFORE.search(INDIFFERENT.sub(" ", before)):
         item = next((a for a in attributes if a.lower().startswith("indifferent")), None)
         return (item, "like") if item else (None, "indifferent")
@@ -90,11 +97,13 @@ def stance(text: str, ref: DetailRef, value: str, attributes: Sequence[str] = ()
     if not _NOT_NEGATIVE.search(scope):
         if found:
             negative = bool(NEG_BEFORE.search(before) or NEG_AFTER.search(after) or _NEAR.search(before)
+                            or (_NEG_VERB.search(before) and not _AMOUNT.search(before))
                             or _ANAPHOR.search(text[text.lower().find(value.lower()) + len(value):]))
             if not negative and _USED_TO.search(before) and _NOT_NOW.search(text[text.lower().find(before.lower()):]):
                 negative = True
         else:   # an item the words imply without naming it ("Yes" for "I never pay extra for green fuel")
-            negative = bool(NEG_BEFORE.search(text) or NEG_AFTER.search(text) or _PLAIN_NEG.search(text))
+            negative = bool(NEG_BEFORE.search(text) or NEG_AFTER.search(text) or _PLAIN_NEG.search(text)) \
+                and not _AMOUNT.search(text)
     if not negative:
         return value, "like"
     if _AVOIDANCE.search(ref.detail.name):   # the category itself records what to avoid

@@ -41,8 +41,14 @@ _FUNCTION = frozenset((
     "make put give take let keep find bring play listen listening hear watch drive navigate set turn start "
     "i'm i've i'd i'll it's that's don't can't won't isn't aren't doesn't didn't by now today tonight right away "
     "again please thanks okay ok yes yeah sure").split())
+_PERSONAL = frozenset("i me you i'm i've i'd i'll myself".split())
+# verbs a span is cut with ("that's where I like to eat"), never a value on their own
+_VERBS = frozenset(("eat eating drink drinking go going shop shopping park parking charge charging drive driving "
+                    "listen fill stop stay visit travel pay paying order ordering cook cooking sit walk ride fly book "
+                    "trust try use using choose pick buy").split())
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'&.+-]*")
-_LEADING = re.compile(r"^(?:(?:the|a|an|my|our|some|any|to|at|with|from|by|of|for|on|in)\s+)+", re.I)
+_LEADING = re.compile(r"^(?:(?:the|a|an|my|our|some|any|to|at|with|from|by|of|for|on|in|good|great|nice|proper|"
+                      r"decent|real|really|lovely|little|bit of)\s+)+", re.I)
 _TRAILING = re.compile(r"(?:\s+(?:food|cuisine|music|stuff|ones?|kind|type|style|please|again|instead|too|"
                        r"anymore|any more|all the time|every time|whenever possible))+$", re.I)
 _VOWEL = re.compile(r"[aeiouy]", re.I)
@@ -59,9 +65,13 @@ def names_value(span: str, ref: Optional[DetailRef] = None) -> bool:
     """Whether the span names something: at least one word that is neither a function word, a reference word
     ("favourite", "usual", "something") nor a word of the category's own name or description."""
     own = _category_words(ref) if ref is not None else frozenset()
-    for w in _WORD.findall(span):
-        w = w.lower().strip(".'")
-        if w and w not in _FUNCTION and w not in _REFERENCE and w not in own:
+    stems = {o[:5] for o in own if len(o) >= 5}
+    words = [w.lower().strip(".'") for w in _WORD.findall(span)]
+    if any(w in _PERSONAL for w in words):
+        return False   # a clause about the speaker ("place I trust"), not a name
+    for w in words:
+        if w and w not in _FUNCTION and w not in _REFERENCE and w not in _VERBS and w not in own \
+                and not (len(w) >= 5 and w[:5] in stems):
             return True
     return False
 

@@ -92,6 +92,8 @@ class VocabularyIndex:
 def spellings(term: str) -> list[str]:
     """A vocabulary term and the ways a user says it: "local markets/farms" is also "local markets",
     "local farms" and "farms"."""
+    if "-" in term:   # "in-car system" is also said "in car system"
+        return list(dict.fromkeys([*spellings(term.replace("-", " ")), term]))
     if "/" not in term:
         return [term]
     parts = [p.strip() for p in term.split("/") if p.strip()]
@@ -120,6 +122,18 @@ def _number_match(sentence_low: str, attributes: Sequence[str]) -> str | None:
     return None
 
 
+def _aliases(attribute: str, term: str) -> list[str]:
+    """How a listed name is said for short: the full term, a song's title without "by <artist>", a multi-word
+    brand by its distinctive first word ("VoltRise" for "VoltRise Charging")."""
+    out = [term]
+    if " by " in term:
+        out.append(term.split(" by ")[0].strip())
+    words = term.split()
+    if len(words) > 1 and len(words[0]) >= 5 and is_name(attribute):
+        out.append(words[0])
+    return out
+
+
 def literal_attributes(sentence: str, attributes: Sequence[str]) -> list[str]:
     """Every attribute of one category named in the sentence, in the order they are said; a term
     inside a longer named one ("rock" in "folk rock" when both are items) counts once, as the longer."""
@@ -129,9 +143,11 @@ def literal_attributes(sentence: str, attributes: Sequence[str]) -> list[str]:
         t = term_of(a)
         if len(t) < 2 or t in ("yes", "no"):
             continue
-        m = find_term(low, t)
-        if m:
-            found.append((m.start(), m.end(), a))
+        for alias in _aliases(a, t):
+            m = find_term(low, alias)
+            if m:
+                found.append((m.start(), m.end(), a))
+                break
     found.sort(key=lambda f: (f[0], -(f[1] - f[0])))
     out: list[str] = []
     last_end = -1
