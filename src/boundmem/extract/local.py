@@ -120,6 +120,7 @@ class LocalExtractor:
         self.embedder = embedder
         self.phrase_min = 0.8 if phrase_min is None else phrase_min   # category score a phrase of a clause needs
         self.span_min = span_min           # a phrase of the user's own words must be this close to the category
+        self.masked_min = 0.35    # cosine of a masked statement to the category it is given (prototypes)
         self.observe = observe    # one-off choices naming a value become observed candidates
         self.sure_lasting = 0.7   # lasting probability above which the category need not beat "no preference"
         self.sure_share = 0.5     # ... but must hold this share of the mass among the categories
@@ -246,14 +247,23 @@ class LocalExtractor:
         X = self.embedder.embed([masked(units[s.turn].text, span) for s, span in todo])
         P = self.head.probabilities(X)
         where = {p: i for i, p in enumerate(index.paths)}
-        n = len(self.head.labels)
-        for (s, span), p in zip(todo, P):
-            k = int(p[:n].argmax())
-            share = float(p[k] / max(1e-6, 1.0 - p[n]))
-            cat = where.get(self.head.labels[k])
-            if cat is None or share < self.sure_share or index.refs[cat].detail.value_kind != "open":
-                continue
-            if not names_value(span, index.refs[cat]):
+        # a name the embedding never saw can only be the value of an open category: the choice is among those
+        open_cols = [k for k, label in enumerate(self.head.labels)
+                     if label in where and index.refs[where[label]].detail.value_kind == "open"]
+        if not open_cols:
+            return
+        # ... and the category's own description must agree: among the open categories, the masked statement is
+        # one of the two closest to its prototypes (the head alone puts "my favourite movie is <name>" under cuisine)
+        S = index.category_scores(X, self.zero_shot.value_weight)
+        open_cats = np.array([where[self.head.labels[k]] for k in open_cols])
+        for (s, span), p, z in zip(todo, P, S):
+            q = p[open_cols]
+            j = int(q.argmax())
+            share = float(q[j] / max(1e-6, q.sum()))
+            cat = where[self.head.labels[open_cols[j]]]
+            near = open_cats[np.argsort(-z[open_cats])[:2]]
+            if share < self.sure_share or cat not in near or z[cat] < self.masked_min \
+                    or not names_value(span, index.refs[cat]):
                 continue
             s.category, s.score, s.category_share, s.span = cat, max(s.score, s.floor), share, span
 
