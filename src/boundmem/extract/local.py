@@ -382,9 +382,15 @@ class LocalExtractor:
         values = _preferred(unit.text, literal_attributes(unit.text, attrs)) if attrs else []
         if evidence == "observed":
             # a one-off choice is evidence only of a value the user named: "play some jazz", "22 degrees"
+            implied = None
+            if not values and attrs and ref.detail.value_kind == "closed":
+                # "navigate to the cheapest gas station" chooses "Always cheapest"; "find covered parking" chooses "Yes"
+                item, p = self.closed_values.implied(ref, x) if self.closed_values is not None else (None, 0.0)
+                implied = item if item is not None and p >= self.closed_values.threshold else _yes_item(attrs)
+                values = [implied] if implied else []
             out = []
             for v in values if ref.detail.multiple else values[:1]:
-                stored, polarity = stance(unit.text, ref, v, attrs)
+                stored, polarity = (v, "like") if v == implied and v != _yes_item(attrs) else stance(unit.text, ref, v, attrs)
                 if stored is not None:
                     out.append(Candidate(path=ref.path, attribute=stored, sentence=unit.turn,
                                          confidence=round(min(1.0, s.score), 4), cue="one-off choice",
