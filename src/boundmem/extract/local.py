@@ -383,8 +383,8 @@ class LocalExtractor:
         if evidence == "observed":
             # a one-off choice is evidence only of a value the user named: "play some jazz", "22 degrees"
             implied = None
-            if not values and attrs and ref.detail.value_kind == "closed":
-                # "navigate to the cheapest gas station" chooses "Always cheapest"; "find covered parking" chooses "Yes"
+            if not values and attrs and ref.detail.value_kind == "closed" and use_head:
+                # (only where the trained head judged the category) "navigate to the cheapest gas station" chooses "Always cheapest"; "find covered parking" chooses "Yes"
                 item, p = self.closed_values.implied(ref, x) if self.closed_values is not None else (None, 0.0)
                 implied = item if item is not None and p >= self.closed_values.threshold else _yes_item(attrs)
                 values = [implied] if implied else []
