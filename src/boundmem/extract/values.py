@@ -40,7 +40,8 @@ _FUNCTION = frozenset((
     "very quite too also only even ever much more most please like love prefer hate enjoy want need get go going "
     "make put give take let keep find bring play listen listening hear watch drive navigate set turn start "
     "i'm i've i'd i'll it's that's don't can't won't isn't aren't doesn't didn't by now today tonight right away "
-    "again please thanks okay ok yes yeah sure").split())
+    "again please thanks okay ok yes yeah sure bad good great nice fine best worst terrible awful amazing lovely "
+    "perfect horrible boring fun easy hard cheap expensive big small little long short whole full").split())
 _PERSONAL = frozenset("i me you i'm i've i'd i'll myself".split())
 # verbs a span is cut with ("that's where I like to eat"), never a value on their own
 _VERBS = frozenset(("eat eating drink drinking go going shop shopping park parking charge charging drive driving "
@@ -76,11 +77,17 @@ def names_value(span: str, ref: Optional[DetailRef] = None) -> bool:
     return False
 
 
+_LEAD_VERB = re.compile(r"^(?:(?:bring|stay|get|into|be|being|going|have|having|keep|see|try|trying|doing|do|"
+                        r"visit|visiting|take|taking|use|using|eat|eating|drink|drinking|listen to|listening to|"
+                        r"go to|going to|head to|hang out (?:at|in))\s+)+", re.I)
+
+
 def normalise(span: str) -> str:
     """The user's words as a value: leading articles and possessives and trailing generic nouns cut ("the thai
     food" -> "Thai"), a lower-cased name capitalised ("radiohead" -> "Radiohead"), a short vowel-less word taken
     as an acronym ("bbc" -> "BBC")."""
     s = span.strip(" \t'\".,;:!?")
+    s = _LEAD_VERB.sub("", _LEADING.sub("", s).strip()).strip()
     s = _LEADING.sub("", s).strip()
     cut = _TRAILING.sub("", s).strip()
     s = cut or s
