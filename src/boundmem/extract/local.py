@@ -121,6 +121,7 @@ class LocalExtractor:
         self.phrase_min = 0.8 if phrase_min is None else phrase_min   # category score a phrase of a clause needs
         self.span_min = span_min           # a phrase of the user's own words must be this close to the category
         self.masked_min = 0.35    # cosine of a masked statement to the category it is given (prototypes)
+        self.agree_share, self.agree_min = 0.3, 0.4   # the unmasked statement: head share and prototype cosine
         self.observe = observe    # one-off choices naming a value become observed candidates
         self.sure_lasting = 0.7   # lasting probability above which the category need not beat "no preference"
         self.sure_share = 0.5     # ... but must hold this share of the mass among the categories
@@ -198,7 +199,7 @@ class LocalExtractor:
                 if parent is not None:
                     s.lasting = of_unit[parent] if parent in of_unit else (0.0 if vetoed(units[parent].text) else s.lasting)
         if use_head and self.lasting is not None:
-            self._judge_masked(scored, units, index)
+            self._judge_masked(scored, units, index, X)
         rule = self.head.thresholds if use_head else self.zero_shot
         per: list[list[_Scored]] = [[] for _ in conversations]
         seen: list[list[_Scored]] = [[] for _ in conversations]   # one-off choices: observations, not preferences
@@ -231,7 +232,7 @@ class LocalExtractor:
             out.append(cands)
         return out
 
-    def _judge_masked(self, scored: list[_Scored], units: list[_Unit], index: CategoryIndex) -> None:
+    def _judge_masked(self, scored: list[_Scored], units: list[_Unit], index: CategoryIndex, X0: np.ndarray) -> None:
         """A clearly lasting statement whose category the head is unsure of, judged again with its value masked:
         "I always shop at <a chain the embedding never saw>" is about supermarkets by what is said around the name.
         Only an open category can be decided this way (its value is then the masked words), never a closed one."""
@@ -256,16 +257,27 @@ class LocalExtractor:
         # one of the two closest to its prototypes (the head alone puts "my favourite movie is <name>" under cuisine)
         S = index.category_scores(X, self.zero_shot.value_weight)
         open_cats = np.array([where[self.head.labels[k]] for k in open_cols])
-        for (s, span), p, z in zip(todo, P, S):
-            q = p[open_cols]
-            j = int(q.argmax())
-            share = float(q[j] / max(1e-6, q.sum()))
-            cat = where[self.head.labels[open_cols[j]]]
-            near = open_cats[np.argsort(-z[open_cats])[:2]]
-            if share < self.sure_share or cat not in near or z[cat] < self.masked_min \
-                    or not names_value(span, index.refs[cat]):
+        P0 = self.head.probabilities(X0[[s.row for s, _ in todo]])
+        S0 = index.category_scores(X0[[s.row for s, _ in todo]], self.zero_shot.value_weight)
+        for (s, span), p, z, p0, z0 in zip(todo, P, S, P0, S0):
+            cat = self._open_choice(p, z, open_cols, open_cats, where, 2, self.sure_share, self.masked_min)
+            if cat is None:   # the statement as said: the head and the prototypes agree on one open category
+                cat = self._open_choice(p0, z0, open_cols, open_cats, where, 1, self.agree_share, self.agree_min)
+            if cat is None or not names_value(span, index.refs[cat]):
                 continue
-            s.category, s.score, s.category_share, s.span = cat, max(s.score, s.floor), share, span
+            s.category, s.score, s.span = cat, max(s.score, s.floor), span
+
+    def _open_choice(self, p: np.ndarray, z: np.ndarray, open_cols: list[int], open_cats: np.ndarray,
+                     where: dict, near: int, share_min: float, cos_min: float) -> Optional[int]:
+        """The head's best open category if it holds `share_min` of the open categories' mass, is among the
+        `near` open categories closest to the text by prototype cosine, and is at least `cos_min` close."""
+        q = p[open_cols]
+        j = int(q.argmax())
+        cat = where[self.head.labels[open_cols[j]]]
+        closest = open_cats[np.argsort(-z[open_cats])[:near]]
+        if q[j] / max(1e-6, q.sum()) < share_min or cat not in closest or z[cat] < cos_min:
+            return None
+        return int(cat)
 
     def _lasting_threshold(self, use_head: bool) -> float:
         if self.lasting is None:

@@ -50,7 +50,7 @@ _VERBS = frozenset(("eat eating drink drinking go going shop shopping park parki
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'&.+-]*")
 _LEADING = re.compile(r"^(?:(?:the|a|an|my|our|some|any|to|at|with|from|by|of|for|on|in|good|great|nice|proper|"
                       r"decent|real|really|lovely|little|bit of)\s+)+", re.I)
-_TRAILING = re.compile(r"(?:\s+(?:food|cuisine|music|stuff|ones?|kind|type|style|please|again|instead|too|"
+_TRAILING = re.compile(r"(?:\s+(?:food|cuisine|music|stuff|ones?|kind|type|style|please|again|instead|too|on|"
                        r"anymore|any more|all the time|every time|whenever possible))+$", re.I)
 _VOWEL = re.compile(r"[aeiouy]", re.I)
 
@@ -137,7 +137,7 @@ def clearly_implied(sims: list[float], floor: float, margin: float) -> Optional[
 # where a lasting statement puts its value: "X is my go-to", "my favourite band is X", "I always shop at X",
 # "I get my news from X", "I go with X"
 _SUBJECT = re.compile(r"^\s*(?P<v>[^,;:.!?]{1,40}?)\s+(?:is|are|has been|have been)\s+(?:always\s+|still\s+|definitely\s+)?"
-                      r"(?:my|our)\b", re.I)
+                      r"(?:my|our|the only|the one|the best|where i|what i)\b", re.I)
 _MY_IS = re.compile(r"\b(?:my|our)\s+(?:[\w-]+\s+){0,4}?(?:is|are|has to be|would be|will always be|remains)\s+"
                     r"(?:always\s+|still\s+|definitely\s+|probably\s+)?(?P<v>[^,;:.!?]+)", re.I)
 _HABIT_OBJECT = re.compile(
@@ -154,11 +154,9 @@ def _object(rest: str) -> str:
     """The object after a habit word: "shop at Aldi" -> "Aldi", "listen to BBC Radio 4" -> "BBC Radio 4",
     "Ionity" -> "Ionity"."""
     words = rest.split()
-    for i, w in enumerate(words[:4]):
+    for i, w in enumerate(words[:6]):
         if w.lower() in _PREP and i + 1 < len(words):
-            if all(x.lower() in _VERBISH or x.lower() in ("up", "out", "in", "off", "go") for x in words[:i]):
-                return " ".join(words[i + 1:])
-            break
+            return " ".join(words[i + 1:])
     if words and words[0].lower() in _VERBISH:
         return " ".join(words[1:])
     return rest
