@@ -393,7 +393,9 @@ class LocalExtractor:
         attrs = ref.detail.attributes
         values = _preferred(unit.text, literal_attributes(unit.text, attrs)) if attrs else []
         if evidence == "observed":
-            # a one-off choice is evidence only of a value the user named: "play some jazz", "22 degrees"
+            # a one-off choice is evidence only of a value the user named: "play some jazz", "22 degrees";
+            # "make it warmer" adjusts, it does not choose "Warm"
+            values = [v for v in values if not _comparative(unit.text, v)]
             implied = None
             if not values and attrs and ref.detail.value_kind == "closed" and use_head:
                 # (only where the trained head judged the category) "navigate to the cheapest gas station" chooses "Always cheapest"; "find covered parking" chooses "Yes"
@@ -542,6 +544,13 @@ def _preferred(text: str, values: list[str]) -> list[str]:
         out.append(v)
         last_end = start + (m.end() - m.start() if m else 0)
     return out
+
+
+def _comparative(text: str, value: str) -> bool:
+    """Whether the value is said only as a comparative ("warmer" for "Warm", "cheaper" for "cheap")."""
+    term = term_of(value)
+    m = find_term(text.lower(), term)
+    return bool(m) and m.group(0).endswith("er") and not term.endswith("er")
 
 
 def _yes_item(attributes: Sequence[str]) -> Optional[str]:
