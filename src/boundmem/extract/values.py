@@ -150,10 +150,21 @@ _VERBISH = frozenset("go get shop charge fill listen eat drink use take order st
                      "drive tune buy fuel head choose pick book have hear put".split())
 
 
+_TRANSITIVE = frozenset("use take have buy order play watch drink eat book choose pick get stream hear want".split())
+
+
 def _object(rest: str) -> str:
     """The object after a habit word: "shop at Aldi" -> "Aldi", "listen to BBC Radio 4" -> "BBC Radio 4",
     "Ionity" -> "Ionity"."""
     words = rest.split()
+    if len(words) > 1 and words[0].lower() in _TRANSITIVE and words[1].lower() not in _PREP:
+        # "use dark mode in my editor" -> "dark mode": the verb's own object, up to the next preposition
+        obj = []
+        for w in words[1:]:
+            if w.lower() in _PREP:
+                break
+            obj.append(w)
+        return " ".join(obj)
     for i, w in enumerate(words[:6]):
         if w.lower() in _PREP and i + 1 < len(words):
             return " ".join(words[i + 1:])
