@@ -88,3 +88,24 @@ def test_the_closed_value_trainer_never_reads_the_test_users(tmp_path):
 
     with pytest.raises(ValueError, match="51-100"):
         carmem_examples(tmp_path / "none.jsonl", SCHEMA, [0, 1])
+
+
+def test_a_sure_stance_model_turns_an_uncued_complaint_into_a_dislike():
+    r = ref("favorite_genres")
+    assert stance("Heavy metal gives me a headache.", r, "Heavy metal", (), dislike_p=0.9) == ("Heavy metal", "dislike")
+    assert stance("Heavy metal gives me a headache.", r, "Heavy metal", (), dislike_p=0.2) == ("Heavy metal", "like")
+    # the cues keep their say: a negation scoped to the value stays a dislike whatever the model thinks
+    assert stance("I don't really like jazz.", r, "Jazz", (), dislike_p=0.1) == ("Jazz", "dislike")
+    # ... and "nothing beats" is never turned into a dislike
+    assert stance("Nothing beats jazz.", r, "Jazz", (), dislike_p=0.99) == ("Jazz", "like")
+
+
+@pytest.mark.slow
+def test_the_bundled_stance_model_reads_complaints(minilm):
+    from boundmem.extract.stance_model import bundled_stance
+
+    model = bundled_stance()
+    assert model is not None and model.fits(minilm.name, minilm.dim)
+    texts = ["Heavy metal gives me a headache.", "I love jazz."]
+    p = model.dislike_probability(texts, minilm.embed(texts))
+    assert p[0] > 0.6 > p[1]

@@ -61,6 +61,7 @@ from .head import TrainedHead, bundled_head
 from .lasting import LastingModel, bundled_lasting, cue_of, explicit_cue, one_off_choice, vetoed
 from .phrasing import content_spans, grounded_phrase, states_preference
 from .stance import stance
+from .stance_model import StanceModel, bundled_stance
 from .values import clearly_implied, masked, names_value, open_value, statement_spans
 from .speech import clauses, is_english, phrases, strip_speech
 from .turn_gate import TurnGate, bundled_gate
@@ -116,7 +117,8 @@ class LocalExtractor:
                  gate: Optional[TurnGate] | object = _UNSET, lasting: Optional[LastingModel] | object = _UNSET,
                  span_min: float = 0.45,
                  phrase_min: Optional[float] = None, closed_min: float = 0.6, closed_margin: float = 0.05,
-                 observe: bool = True, closed_values: Optional[ClosedValueModel] | object = _UNSET):
+                 observe: bool = True, closed_values: Optional[ClosedValueModel] | object = _UNSET,
+                 stance_model: Optional[StanceModel] | object = _UNSET):
         self.embedder = embedder
         self.phrase_min = 0.8 if phrase_min is None else phrase_min   # category score a phrase of a clause needs
         self.span_min = span_min           # a phrase of the user's own words must be this close to the category
@@ -145,6 +147,11 @@ class LocalExtractor:
             if closed_values is not None and not closed_values.fits(getattr(embedder, "name", ""), embedder.dim):
                 closed_values = None
         self.closed_values: Optional[ClosedValueModel] = closed_values
+        if stance_model is _UNSET:
+            stance_model = bundled_stance()
+            if stance_model is not None and not stance_model.fits(getattr(embedder, "name", ""), embedder.dim):
+                stance_model = None
+        self.stance: Optional[StanceModel] = stance_model
         self.zero_shot = zero_shot
         self.max_candidates = max_candidates
         self.common_weight = common_weight
@@ -461,10 +468,14 @@ class LocalExtractor:
                 spans[value] = value
         # why it was judged lasting, for the audit log: the cue words, else the model's probability
         cue = cue_of(unit.text) or (f"no cue word; lasting model p={s.lasting:.2f}" if self.lasting is not None else "")
+        # one value in the clause: the learned stance model says whether the clause turns against it
+        dislike_p = None
+        if len(values) == 1 and self.stance is not None:
+            dislike_p = float(self.stance.dislike_probability([unit.text], x[None, :])[0])
         out = []
         for v in values:
             # an implied item already carries the user's stance ("doesn't matter" -> "Price is irrelevant")
-            stored, polarity = (v, "like") if v == implied else stance(unit.text, ref, v, attrs)
+            stored, polarity = (v, "like") if v == implied else stance(unit.text, ref, v, attrs, dislike_p)
             if stored is None:
                 continue   # "I don't mind toll roads" in a category without an "Indifferent" item: nothing to store
             out.append(Candidate(path=ref.path, attribute=stored, sentence=unit.turn, confidence=round(min(1.0, s.score), 4),

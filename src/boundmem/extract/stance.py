@@ -43,6 +43,7 @@ _WILLING = re.compile(r"\b(?:don't|do not) mind (?:\w+ing|a|the|some)\b|\bhappy 
 _NEG_VERB = re.compile(r"\b(?:don't|do not|never|won't|will not|wouldn't|no longer|can't|cannot)\s+(?:\S+\s+){0,5}$", re.I)
 # ... unless it bounds an amount: "I don't want to walk more than ten minutes" is "less than 10 min"
 _AMOUNT = re.compile(r"\b(?:more than|longer than|further than|over|above|below|less than|under|beyond)\b", re.I)
+DISLIKE_SURE = 0.6
 _PLAIN_NEG = re.compile(r"\b(?:never|not|no|don't|do not|won't|wouldn't|refuse to|no longer)\b", re.I)
 _USED_TO = re.compile(r"\bused to\s+(?:really\s+)?(?:love|like|enjoy|listen to|eat|go (?:to|for)|be into|adore)\b", re.I)
 _NOT_NOW = re.compile(r"\b(?:anymore|any more|no longer|not now|not these days|can't|cannot|not (?:really )?into|"
@@ -82,8 +83,11 @@ def _stretch(text: str, value: str) -> tuple[str, str, bool]:
     return before, after, True
 
 
-def stance(text: str, ref: DetailRef, value: str, attributes: Sequence[str] = ()) -> tuple[Optional[str], Polarity]:
-    """(value to store, polarity); value None = store nothing (indifference where the category has no such item)."""
+def stance(text: str, ref: DetailRef, value: str, attributes: Sequence[str] = (),
+           dislike_p: Optional[float] = None) -> tuple[Optional[str], Polarity]:
+    """(value to store, polarity); value None = store nothing (indifference where the category has no such item).
+    `dislike_p`: the learned model's probability that the clause turns against its (only) value; when no cue
+    pattern turns against the value, a sure model does (the cues keep deciding scope, indifference and avoidance)."""
     if _NEGATIVE_VALUE.search(value):   # "Never considers price", "Seafood Allergies": the item is already negative
         return value, "like"
     before, after, found = _stretch(text, value)
@@ -104,6 +108,9 @@ def stance(text: str, ref: DetailRef, value: str, attributes: Sequence[str] = ()
         else:   # an item the words imply without naming it ("Yes" for "I never pay extra for green fuel")
             negative = bool(NEG_BEFORE.search(text) or NEG_AFTER.search(text) or _PLAIN_NEG.search(text)) \
                 and not _AMOUNT.search(text)
+    if dislike_p is not None and not negative and not _NOT_NEGATIVE.search(scope):
+        # no cue turns against the value, yet the clause reads as a complaint ("heavy metal gives me a headache")
+        negative = dislike_p >= DISLIKE_SURE
     if not negative:
         return value, "like"
     if _AVOIDANCE.search(ref.detail.name):   # the category itself records what to avoid
@@ -113,3 +120,9 @@ def stance(text: str, ref: DetailRef, value: str, attributes: Sequence[str] = ()
         if no:
             return no, "like"
     return value, "dislike"
+
+
+def cue_flags(text: str) -> tuple[float, ...]:
+    """The stance cues of a clause as features for the learned model (`stance_model.py`)."""
+    return tuple(float(bool(p.search(text))) for p in (NEG_BEFORE, NEG_AFTER, INDIFFERENT, _NOT_NEGATIVE, _USED_TO,
+                                                       _NOT_NOW, _ANAPHOR, _PLAIN_NEG, _NEG_VERB, _NEAR))
