@@ -421,7 +421,8 @@ class LocalExtractor:
         if len(said) > 1:
             # a value named only in a part said for now ("on my face for now ... normally on my feet") is not the preference
             parts = [p for p in said if not vetoed(p)]
-            if len(parts) < len(said):
+            # "... put on Jenny's Dance. That's my all-time favorite.": the lasting part points back at the value
+            if len(parts) < len(said) and not any(_POINTS_BACK.search(p) for p in parts):
                 values = [v for v in values if any(literal_attributes(p, [v]) for p in parts)]
                 if not values:
                     return []   # the category was named only in the part said for now ("Green this time, but ...")
@@ -454,6 +455,9 @@ class LocalExtractor:
                 spans[implied] = ""
         if not values and yes:   # a Yes/No category: wanting the thing is the value ("I always want covered parking")
             values = [yes]
+        if not values and kind == "open" and attrs:
+            values = [a for a in attrs if _head_word_said(unit.text, a)][:1 if not ref.detail.multiple else 3]
+            spans.update({v: v for v in values})
         if not values and kind == "open":
             # the user's own words: where the statement puts its value, right after the preference cue, else the
             # phrase most about the category
@@ -536,6 +540,8 @@ def _units(conversations: Sequence[Conversation]) -> list[_Unit]:
     return out
 
 
+_POINTS_BACK = re.compile(r"^(?:and\s+|yes\s+|oh\s+)?(?:that's|that is|it's|it is|this is|they're|they are|those are|"
+                          r"that one's|that's always|it's always)\s+(?:\w+\s+){0,3}?(?:my|our|the best|always)\b", re.I)
 _ALTERNATIVE = re.compile(r"^(?:but\s+)?(?:i'd rather|i would rather|id rather|rather|i prefer|i'd prefer|i love|i like|"
                           r"give me)\b", re.I)
 _CONTRAST = re.compile(r"\b(?:over|rather than|instead of|more than|than|not|but not|versus|vs)\b", re.I)
@@ -555,6 +561,19 @@ def _preferred(text: str, values: list[str]) -> list[str]:
         out.append(v)
         last_end = start + (m.end() - m.start() if m else 0)
     return out
+
+
+_GENERIC_HEADS = frozenset("always rather never sometimes price shortest local preferred other favorite favourite "
+                           "casual fine fast".split())
+
+
+def _head_word_said(text: str, attribute: str) -> bool:
+    """An open category's descriptive item said by its first word: "with a restroom" for "Restroom facilities",
+    "wi-fi" for "Wi-Fi availability" (a word of five letters or more that is not a generic qualifier)."""
+    words = term_of(attribute).replace("/", " ").split()
+    if len(words) < 2 or len(words[0]) < 5 or words[0] in _GENERIC_HEADS:
+        return False
+    return bool(find_term(text.lower(), words[0]))
 
 
 def _comparative(text: str, value: str) -> bool:

@@ -32,6 +32,8 @@ def _pattern(term: str) -> re.Pattern:
     "beach" for "Beaches")."""
     if not term[-1:].isalpha():
         return re.compile(r"(?<![0-9a-z])" + re.escape(term) + r"(?![0-9a-z])")
+    if term.endswith("ies") and len(term) > 5:   # "allergies" is also said "allergy"
+        return re.compile(r"(?<![0-9a-z])" + re.escape(term[:-3]) + r"(?:y|ies)(?![0-9a-z])")
     stem = term[:-2] if term.endswith(("ches", "shes", "sses", "xes")) else term[:-1] if term.endswith("s") and len(term) > 3 else term
     # one word of four letters or more is also said as a comparative ("cheaper" for "cheap")
     ending = r"(?:s|es|er)?" if " " not in stem and len(stem) >= 4 else r"(?:s|es)?"
