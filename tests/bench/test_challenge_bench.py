@@ -195,7 +195,7 @@ def test_set_level_checks(tmp_path):
     (d / "incar-positive.jsonl").unlink()
     (d / "travel.jsonl").unlink()
     s = load_set("incar", d)
-    assert s.missing_files == ("incar-positive.jsonl",) and len(s.items) == 6
+    assert s.missing_files[0] == "incar-positive.jsonl" and len(s.items) == 6
     assert available_sets(d) == ["incar"]
 
 

@@ -25,13 +25,15 @@ Polarity = Literal["like", "dislike"]
 SPLITS: tuple[str, ...] = ("train", "heldout")
 STYLES: tuple[str, ...] = ("written", "spoken")
 # kinds that must store nothing, then kinds that store something (FORMAT.md's table, in its order)
-EMPTY_KINDS: tuple[str, ...] = ("one_off", "no_value", "other_person", "accepted_suggestion", "question", "odd_input")
-STORE_KINDS: tuple[str, ...] = ("lasting", "negated", "two_in_one", "principle_after_choice", "implicit")
+EMPTY_KINDS: tuple[str, ...] = ("one_off", "no_value", "other_person", "accepted_suggestion", "question", "odd_input",
+                                 "no_value_request", "chat")
+STORE_KINDS: tuple[str, ...] = ("lasting", "negated", "two_in_one", "principle_after_choice", "implicit", "open_value")
 KINDS: tuple[str, ...] = EMPTY_KINDS + STORE_KINDS
 # how many expected preferences each kind allows (min, max); other_person may hold the speaker's own
 EXPECTED_COUNT: dict[str, tuple[int, Optional[int]]] = {
     **{k: (0, 0) for k in EMPTY_KINDS}, "other_person": (0, None),
-    "lasting": (1, None), "negated": (1, None), "two_in_one": (2, 2), "principle_after_choice": (1, 1), "implicit": (1, 1)}
+    "lasting": (1, None), "negated": (1, None), "two_in_one": (2, 2), "principle_after_choice": (1, 1), "implicit": (1, 1),
+    "open_value": (1, None)}
 HELDOUT_EVERY = 3  # within each kind, the 3rd, 6th, 9th, ... conversation in file order is heldout
 
 _FIELDS = {"id", "split", "style", "kind", "turns", "expected", "note"}
@@ -48,7 +50,8 @@ class SetSpec(BaseModel):
 
 
 SETS: dict[str, SetSpec] = {
-    "incar": SetSpec(name="incar", files=("incar-negative.jsonl", "incar-positive.jsonl")),
+    "incar": SetSpec(name="incar", files=("incar-negative.jsonl", "incar-positive.jsonl", "incar-open-values.jsonl",
+                                          "incar-negation.jsonl", "incar-no-value.jsonl", "chat-non-preference.jsonl")),
     "travel": SetSpec(name="travel", files=("travel.jsonl",), schema_file="travel.yaml", zero_shot=True),
 }
 

@@ -33,7 +33,8 @@ _HABIT = re.compile(
     r"\b(always|usually|normally|generally|typically|as a rule|in general|every time|everytime|each time|whenever|"
     r"all the time|most of the time|by default|from now on|going forward|in (?:the )?future|any day|every day|"
     r"every morning|every week|tend to|on principle|never|no matter|every single time|for good|anymore|any more|"
-    r"these days|nowadays|for years|since (?:i was|forever)|my whole life|regularly|often|rarely|whenever possible)\b",
+    r"these days|nowadays|for years|since (?:i was|forever)|my whole life|regularly|often|rarely|whenever possible|"
+    r"mostly|mainly|pretty much always|most days|most of my)\b",
     re.I)
 _LIKE = re.compile(
     r"\b(?:i|we)\s+(?:(?:really|absolutely|just|do|also|definitely|truly|totally|kind of|kinda|genuinely|still|"
@@ -117,7 +118,9 @@ _THIRD_PARTY = re.compile(
     r"\s+(?:\w+\s+)?(?:likes?|loves?|prefers?|hates?|enjoys?|adores?|dislikes?|wants?|always|never|can't|doesn't|don't|"
     r"is into|are into|into|crazy about|mad about|fond of|keen on|obsessed with|fills?|needs?|insists?|gets?|feels?|"
     r"only listens?|listens?)\b"
-    r"|\b(?!i\b)[a-z]+\s+(?:really\s+|absolutely\s+)?(?:likes|loves|prefers|hates|enjoys|adores|dislikes|can't stand|"
+    r"|\b(?!(?:i|really|just|absolutely|truly|totally|honestly|simply|also|still|so|and|but|do|genuinely|"
+    r"seriously|literally|definitely|kinda|actually|personally|you|we)\b)[a-z]+\s+(?:really\s+|absolutely\s+)?"
+    r"(?:likes|loves|prefers|hates|enjoys|adores|dislikes|can't stand|"
     r"doesn't like|does not like)\b",
     re.I)
 _SECOND = re.compile(r"\b(?:do you (?:like|love|prefer|enjoy)|your favou?rite|what do you|you like|you prefer)\b", re.I)

@@ -145,6 +145,7 @@ _HABIT_OBJECT = re.compile(
     r"stick to|stick with|go with|go for|swear by|rely on|trust)\s+(?P<v>[^,;:.!?]+)", re.I)
 _GET_MY = re.compile(r"\b(?:get|buy|order|hear|stream|watch|take)\s+(?:my|our)\s+(?:[\w-]+\s+){1,3}?"
                      r"(?:from|at|on|with|through|via)\s+(?P<v>[^,;:.!?]+)", re.I)
+_COPULA = re.compile(r"(?:'re|'s|\bis|\bare|\bwas|\bwere|\bget|\bgets)\s*$", re.I)
 _PREP = frozenset("at to with from on by in for through via".split())
 _VERBISH = frozenset("go get shop charge fill listen eat drink use take order stream watch play pay park stop stay "
                      "drive tune buy fuel head choose pick book have hear put".split())
@@ -186,6 +187,8 @@ def statement_spans(text: str, max_words: int = 5) -> list[str]:
         m = pat.search(text)
         if not m:
             continue
+        if pat is _HABIT_OBJECT and _COPULA.search(text[: m.start()]):
+            continue   # "they're always broken" describes, it names no value
         v = m.group("v").strip()
         if pat is _HABIT_OBJECT:
             v = _object(v)
