@@ -95,8 +95,9 @@ class StoreTx(Protocol):
     def count_conversations(self, path: CategoryPath, attribute: str, polarity: Polarity) -> int:
         """Distinct conversation ids among `matching_observations`: what promotion counts."""
 
-    def remove_observation(self, obs_id: str, op: str, cause: str, why: str) -> Observation:
-        """Delete one observation and erase its audit payloads; `op`/`why` are recorded without content."""
+    def remove_observation(self, obs_id: str, op: Optional[str], cause: str, why: str) -> Observation:
+        """Delete one observation and erase its audit payloads; `op`/`why` are recorded without content (op None:
+        no entry)."""
 
     def dismiss(self, obs_id: str, cause: str, why: str = "dismissed by the user") -> Observation: ...
 

@@ -328,7 +328,7 @@ class SqlTx:
                         (preference_id, self.user)).fetchone()
             category = "/".join(r) if r else None
         self._audit(op, preference_id, None, detail, cause, category,
-                    "seen again in a conversation" if op == "pass" else op)
+                    {"pass": "seen again in a conversation", "promote": "promoted from observations"}.get(op, op))
 
     # --- observations: one-off choices, kept apart from preferences (never recalled, never embedded) -------------
     def observe(self, path: CategoryPath, attribute: str, polarity: Polarity, sentence: str,
@@ -369,13 +369,14 @@ class SqlTx:
         return len({o.conversation_id for o in self.matching_observations(path, attribute, polarity)
                     if o.conversation_id})
 
-    def remove_observation(self, obs_id: str, op: str, cause: str, why: str) -> Observation:
+    def remove_observation(self, obs_id: str, op: Optional[str], cause: str, why: str) -> Observation:
         """Delete an observation and erase it from the audit log (its entries keep metadata and content hash only);
-        `op` ("dismiss", or "promote" when it became a preference) is recorded without content."""
+        `op` ("dismiss") is recorded without content; None records nothing (a promotion records its own entry)."""
         before = self.observation(obs_id)
         self._q("DELETE FROM observations WHERE id=? AND {user}=?", (obs_id, self.user))
         self._erase("preference_id=?", (obs_id,))
-        self._audit(op, obs_id, public(before), None, cause, str(before.path), why, keep_payload=False)
+        if op is not None:
+            self._audit(op, obs_id, public(before), None, cause, str(before.path), why, keep_payload=False)
         return before
 
     def dismiss(self, obs_id: str, cause: str, why: str = "dismissed by the user") -> Observation:
