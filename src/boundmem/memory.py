@@ -234,7 +234,7 @@ class Memory:
                                       f"expired: unconfirmed for {self.observation_days:g} days")
 
     def _embed_rewrites(self, allowed, decisions: list[Decision], vec_of: dict) -> None:
-        """Embeddings for candidates the maintainer rewrote (e.g. "not Italian"), in one batch."""
+        """Embeddings for candidates the maintainer rewrote (another polarity, the stored wording), in one batch."""
         todo = [(d.candidate, ref) for (_, ref), d in zip(allowed, decisions) if d.candidate not in vec_of]
         if todo:
             vecs = self.embedder.embed([_text(ref, c) for c, ref in todo])
