@@ -185,19 +185,18 @@ def test_a_broken_install_shows_the_import_error_not_no_such_command(blocked, ar
 
 
 def test_an_unreadable_polarity_model_is_an_error_naming_the_file(tmp_path, monkeypatch):
-    """The local maintainer judged polarity by cues alone, silently, when the shipped model failed to load."""
-    from boundmem.embed import HashEmbedder
+    """The sentence polarity model must not fail silently when its shipped file is broken (the maintainers no longer
+    load it: polarity is the extractor's data; it stays a library tool)."""
     from boundmem.maintain import polarity
-    from boundmem.maintain.local import LocalMaintainer
 
     broken = tmp_path / "polarity_minilm.npz"
     broken.write_bytes(b"not a zip archive")
     monkeypatch.setattr(polarity, "ARTEFACT", str(broken))   # an absolute path replaces the package folder
     with pytest.raises(ConfigError, match=re.escape(str(broken))):
-        LocalMaintainer(HashEmbedder())
+        polarity.PolarityModel.load()
     monkeypatch.setattr(polarity, "ARTEFACT", str(tmp_path / "missing.npz"))
     with pytest.raises(ConfigError, match="missing.npz"):
-        LocalMaintainer(HashEmbedder())
+        polarity.PolarityModel.load()
 
 
 @pytest.mark.parametrize("args,env,named", [

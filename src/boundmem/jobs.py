@@ -92,7 +92,9 @@ def summary(result: IngestResult) -> dict:
     return {"conversation_id": result.conversation_id,
             "decisions": [{"action": d.action, "path": str(d.candidate.path), "target": d.target}
                           for d in result.decisions],
-            "blocked": [str(c.path) for c in result.blocked]}
+            "blocked": [str(c.path) for c in result.blocked],
+            "observed": [str(o.path) for o in result.observed],
+            "promoted": [{"path": str(p.path), "id": p.id} for p in result.promoted]}
 
 
 def _transient(e: BaseException) -> bool:

@@ -2,19 +2,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from .config import Settings
+from .errors import NotFoundError
 from .extract.base import Extractor, Warmable
 from .maintain.base import Maintainer, enforce_multiplicity
-from .models import (Candidate, ConsentAction, ConsentRecord, Conversation, Decision, IngestResult, Preference, RecallHit,
-                     UserExport, consent_records, utcnow)
+from .models import (Candidate, ConsentAction, ConsentRecord, Conversation, Decision, IngestResult, Observation,
+                     Preference, RecallHit, UserExport, consent_records, utcnow)
 from .embed import Embedder
 from .retrieve.retriever import Retriever
 from .retrieve.text import enriched_text
 from .schema.model import CategoryPath, Schema
-from .store.base import OptedOutError, Store, blocking_rule
+from .store.base import OptedOutError, Store, blocking_rule, normalise_value
 
 
 @dataclass
@@ -32,6 +34,8 @@ class Memory:
     embedder: Embedder
     consent: Any = None   # consent by voice (extract/consent*.py); None: the one that goes with the extractor; False: off
     jobs_nice: int = 10   # nice value of the job worker thread (BOUNDMEM_JOBS_NICE)
+    promote_after: int = 3          # distinct conversations that promote an observation (BOUNDMEM_PROMOTE_AFTER)
+    observation_days: float = 90.0  # days an unconfirmed observation is kept (BOUNDMEM_OBSERVATION_DAYS)
     retriever: Retriever = field(init=False)
     _jobs: Any = field(default=None, init=False, repr=False)
 
@@ -108,7 +112,11 @@ class Memory:
               consent: Sequence[Any] = ()) -> IngestResult:
         """Maintain and store already-extracted candidates (used by `add`, and by callers with their own extractor).
         `then(tx, result)` runs inside the write transaction after the decisions (the job queue marks its job
-        done there, so both commit together); it is not called when there is nothing to write."""
+        done there, so both commit together); it is not called when there is nothing to write.
+
+        A candidate with evidence "observed" (a one-off choice) never becomes a preference here: it is kept as an
+        observation, and promoted (maintained as a stated candidate) once the same category, value and polarity was
+        observed in `promote_after` distinct conversations."""
         schema = schema or self.user_schema(user)
         result = IngestResult(user=user, conversation_id=conversation_id or "")
         allowed: list[tuple[Candidate, object]] = []
@@ -119,12 +127,14 @@ class Memory:
                 result.blocked.append(c)
         if not allowed and not consent:
             return result
-        vecs = self.embedder.embed([enriched_text(ref.detail, c.attribute, c.sentence) for c, ref in allowed]) if allowed else []
+        vecs = self.embedder.embed([_text(ref, c) for c, ref in allowed]) if allowed else []
+        vec_of = {c: v for (c, _), v in zip(allowed, vecs)}
+        observed = [(c, ref) for c, ref in allowed if c.evidence == "observed"]
+        allowed = [(c, ref) for c, ref in allowed if c.evidence != "observed"]
         cause_base = f"conversation {conversation_id}" if conversation_id else "direct"
         # Decide before taking the write lock: an LLM maintainer may take seconds, and holding the
         # store's write transaction that long would stall every other writer.
         decisions, seen = self._plan(allowed, lambda path: self.store.preferences(user, str(path)), user, conversation_id)
-        vec_of = {c: v for (c, _), v in zip(allowed, vecs)}
         self._embed_rewrites(allowed, decisions, vec_of)
         with self.store.transaction(user) as tx:
             result.consent = [_apply_consent(tx, r, cause_base) for r in consent]
@@ -132,42 +142,102 @@ class Memory:
                 # someone wrote to these categories meanwhile: decide again, now under the lock
                 decisions, _ = self._plan(allowed, tx.preferences, user, conversation_id)
                 self._embed_rewrites(allowed, decisions, vec_of)
+            self._expire(tx)
             real_ids: dict[str, str] = {}
             stored: dict[str, Preference] = {}
             for (c, ref), d in zip(allowed, decisions):
                 if d.target in real_ids:
                     d = d.model_copy(update={"target": real_ids[d.target]})
-                # the maintainer may rewrite what is stored (e.g. a negation becomes "not Italian")
-                new = d.candidate
-                vec = vec_of[new]
-                cause = f"{d.action} from {cause_base}: {d.reason}".strip()
-                if c.cue and d.action != "pass":
-                    cause += f" (lasting: {c.cue!r})"
+                pending = d.target or ""
                 try:
-                    if d.action in ("insert", "append"):
-                        p = tx.insert(c.path, new.attribute, new.sentence, vec, conversation_id, cause)
-                        real_ids[d.target or ""] = p.id
-                        d = d.model_copy(update={"target": p.id})
-                        stored[p.id] = p
-                    elif d.action == "update":
-                        stored[d.target] = tx.replace(d.target, new.attribute, new.sentence, vec, conversation_id, cause)
-                    else:
-                        tx.note("pass", cause, d.target, {"attribute": c.attribute, "sentence": c.sentence})
+                    d = self._write(tx, c, d, vec_of[d.candidate], conversation_id, cause_base, stored)
                 except OptedOutError:
                     # opted out between pruning and writing: the store's rule wins
                     result.blocked.append(c)
                     continue
+                if d.action in ("insert", "append"):
+                    real_ids[pending] = d.target
                 result.decisions.append(d)
+            for c, ref in observed:
+                try:
+                    self._observe(tx, c, ref, vec_of[c], conversation_id, cause_base, stored, result)
+                except OptedOutError:
+                    result.blocked.append(c)
             result.stored = list(stored.values())
             if then is not None:
                 then(tx, result)
         return result
 
+    def _write(self, tx, c: Candidate, d: Decision, vec, conversation_id: Optional[str], cause_base: str,
+               stored: dict[str, Preference], why: str = "") -> Decision:
+        """Carry out one maintenance decision in the transaction (audited with its cause); returns it with the real
+        id of what it wrote as target."""
+        new = d.candidate
+        cause = f"{d.action} from {cause_base}: {why or d.reason}".strip()
+        notes = [f"lasting: {c.cue!r}"] if c.cue else []
+        if c.span:
+            notes.append(f"value from {c.span!r}")
+        if notes and d.action != "pass":
+            cause += f" ({'; '.join(notes)})"
+        if d.action in ("insert", "append"):
+            p = tx.insert(c.path, new.attribute, new.sentence, vec, conversation_id, cause, polarity=new.polarity)
+            stored[p.id] = p
+            return d.model_copy(update={"target": p.id})
+        if d.action == "update":
+            stored[d.target] = tx.replace(d.target, new.attribute, new.sentence, vec, conversation_id, cause,
+                                          polarity=new.polarity)
+        else:
+            tx.note("pass", cause, d.target, {"attribute": c.attribute, "polarity": c.polarity, "sentence": c.sentence})
+        return d
+
+    def _observe(self, tx, c: Candidate, ref, vec, conversation_id: Optional[str], cause_base: str,
+                 stored: dict[str, Preference], result: IngestResult) -> None:
+        """Keep a one-off choice as an observation (unless a stated preference already says the same) and promote
+        it when it has now been observed in enough distinct conversations."""
+        key = normalise_value(c.attribute)
+        if any(normalise_value(p.attribute) == key and p.polarity == c.polarity for p in tx.preferences(c.path)):
+            return
+        o = tx.observe(c.path, c.attribute, c.polarity, c.sentence, conversation_id, f"observed in {cause_base}")
+        result.observed.append(o)
+        support = tx.matching_observations(c.path, c.attribute, c.polarity)
+        conversations = sorted({x.conversation_id for x in support if x.conversation_id})
+        if len(conversations) >= self.promote_after:
+            p = self._promote(tx, support, ref, vec, conversation_id, cause_base, stored,
+                              f"promoted: observed in {len(conversations)} distinct conversations "
+                              f"({', '.join(conversations)})")
+            result.promoted.append(p)
+            result.observed = [x for x in result.observed if x.id not in {s.id for s in support}]
+
+    def _promote(self, tx, support: list, ref, vec, conversation_id: Optional[str], cause_base: str,
+                 stored: dict[str, Preference], why: str) -> Preference:
+        """Maintain the observed choice as a stated candidate (pass / update / append and the single-preference
+        rule apply as for anything said), record a "promote" entry naming what it rests on, and remove the
+        promoted observations (their audit payloads erased: the preference now holds what they said)."""
+        last = support[-1]
+        cand = Candidate(path=last.path, attribute=last.attribute, sentence=last.sentence, polarity=last.polarity,
+                         evidence="stated", span=last.attribute)
+        existing = tx.preferences(last.path)
+        d = enforce_multiplicity(self.maintainer.decide(cand, list(existing), ref.detail).decision, existing, ref.detail)
+        if d.candidate != cand:  # the maintainer rewrote it: embed what is stored
+            vec = self.embedder.embed([_text(ref, d.candidate)])[0]
+        d = self._write(tx, cand, d, vec, conversation_id, cause_base, stored, why=f"{why}; {d.reason}")
+        for o in support:
+            tx.remove_observation(o.id, None, "", "")
+        conversations = sorted({o.conversation_id for o in support if o.conversation_id})
+        tx.note("promote", why, d.target, {"attribute": cand.attribute, "polarity": cand.polarity,
+                                           "observations": [o.id for o in support], "conversations": conversations})
+        return stored.get(d.target) or next(p for p in tx.preferences(last.path) if p.id == d.target)
+
+    def _expire(self, tx, now: Optional[datetime] = None) -> list[Observation]:
+        cutoff = (now or utcnow()) - timedelta(days=self.observation_days)
+        return tx.expire_observations(cutoff, "retention period ended",
+                                      f"expired: unconfirmed for {self.observation_days:g} days")
+
     def _embed_rewrites(self, allowed, decisions: list[Decision], vec_of: dict) -> None:
-        """Embeddings for candidates the maintainer rewrote (e.g. "not Italian"), in one batch."""
+        """Embeddings for candidates the maintainer rewrote (another polarity, the stored wording), in one batch."""
         todo = [(d.candidate, ref) for (_, ref), d in zip(allowed, decisions) if d.candidate not in vec_of]
         if todo:
-            vecs = self.embedder.embed([enriched_text(ref.detail, c.attribute, c.sentence) for c, ref in todo])
+            vecs = self.embedder.embed([_text(ref, c) for c, ref in todo])
             vec_of.update({c: v for (c, _), v in zip(todo, vecs)})
 
     def _plan(self, allowed, read, user: str, conversation_id: Optional[str]):
@@ -190,11 +260,12 @@ class Memory:
             if d.action in ("insert", "append"):
                 d = d.model_copy(update={"target": f"pending-{i}"})
                 existing.append(Preference(id=d.target, user=user, path=c.path, attribute=d.candidate.attribute,
-                                           sentence=d.candidate.sentence,
+                                           sentence=d.candidate.sentence, polarity=d.candidate.polarity,
                                            conversation_id=conversation_id, created_at=now, updated_at=now))
             elif d.action == "update":
                 new = d.candidate
-                existing[:] = [p.model_copy(update={"attribute": new.attribute, "sentence": new.sentence, "updated_at": now})
+                existing[:] = [p.model_copy(update={"attribute": new.attribute, "sentence": new.sentence,
+                                                    "polarity": new.polarity, "updated_at": now})
                                if p.id == d.target else p for p in existing]
             decisions.append(d)
         return decisions, seen
@@ -222,6 +293,42 @@ class Memory:
     def export(self, user: str) -> UserExport:
         return self.store.export(user)
 
+    # --- observations ---------------------------------------------------------------------
+    def observations(self, user: str) -> list[Observation]:
+        """The user's one-off choices held as observations (never recalled as preferences)."""
+        return self.store.observations(user)
+
+    def confirm(self, user: str, observation_id: str) -> Preference:
+        """The user confirms an observation: it is promoted at once (maintained as a stated preference, audited
+        "promote" citing the confirmation), together with the other observations of the same value and polarity.
+        NotFoundError if the user holds no such observation."""
+        o = next((x for x in self.store.observations(user) if x.id == observation_id), None)
+        if o is None:
+            raise NotFoundError(f"no observation {observation_id!r} for user {user!r}")
+        ref = self.schema.resolve(o.path)
+        vec = self.embedder.embed([_text(ref, o)])[0]
+        with self.store.transaction(user) as tx:
+            o = tx.observation(observation_id)  # still there under the lock
+            support = tx.matching_observations(o.path, o.attribute, o.polarity)
+            return self._promote(tx, support, ref, vec, o.conversation_id, "the user's confirmation", {},
+                                 "promoted: confirmed by the user")
+
+    def dismiss(self, user: str, observation_id: str) -> None:
+        """Erase one observation (on disk, like a deleted preference; audited "dismiss" without content)."""
+        self.store.dismiss(user, observation_id, cause="dismissed by user")
+
+    def expire_observations(self, user: Optional[str] = None, now: Optional[datetime] = None) -> int:
+        """Erase observations older than `observation_days` (of one user, or of every user); returns how many.
+        Also done whenever a user's memory is written through `apply`."""
+        n = 0
+        cutoff = (now or utcnow()) - timedelta(days=self.observation_days)
+        for u in [user] if user is not None else self.store.users():
+            if not any(o.created_at < cutoff for o in self.store.observations(u)):
+                continue
+            with self.store.transaction(u) as tx:
+                n += len(self._expire(tx, now))
+        return n
+
     def consents(self, user: str) -> list[ConsentRecord]:
         """Each opt-out in force with its consent record (what the user said, when), from the audit log."""
         return consent_records(self.store.opt_outs(user), self.store.audit(user))
@@ -238,7 +345,7 @@ def _apply_consent(tx, r, cause_base: str) -> ConsentAction:
     (its consent record), or for a deletion a note beside the deletions (whose own entries keep no content). What it
     erases is cut out of the kept utterance ("forget that I like [erased]"), so the record never keeps erased content."""
     gone = [p for p in tx.preferences() if p.path.within(r.prefix)]
-    said = _redact(r.utterance, gone)
+    said = _redact(r.utterance, [*gone, *(o for o in tx.observations() if o.path.within(r.prefix))])
     cause = f"consent by voice in {cause_base}: {said!r}"
     if r.kind == "opt_out":
         covered = blocking_rule(tx.opt_outs(), r.prefix)
@@ -249,12 +356,13 @@ def _apply_consent(tx, r, cause_base: str) -> ConsentAction:
     tx.note("delete", cause, None, {"prefix": r.prefix, "utterance": said, "deleted": len(gone)})
     for p in gone:
         tx.delete(p.id, f"deleted by voice ({r.prefix})", why=f"deleted on request by voice ({r.prefix})")
+    tx.drop_observations(r.prefix, f"deleted by voice ({r.prefix})", why=f"deleted on request by voice ({r.prefix})")
     return ConsentAction(kind="delete", prefix=r.prefix, utterance=r.utterance, removed=len(gone),
                          note="" if gone else "nothing was stored there")
 
 
-def _redact(utterance: str, erased: list[Preference]) -> str:
-    """The utterance with the values of the preferences it erases replaced by "[erased]"."""
+def _redact(utterance: str, erased: list[Preference | Observation]) -> str:
+    """The utterance with the values of the preferences and observations it erases replaced by "[erased]"."""
     import re
 
     for p in erased:
@@ -262,6 +370,11 @@ def _redact(utterance: str, erased: list[Preference]) -> str:
         if len(value) >= 2:
             utterance = re.sub(r"(?<!\w)" + re.escape(value) + r"(?!\w)", "[erased]", utterance, flags=re.I)
     return utterance
+
+
+def _text(ref, c) -> str:
+    """What is embedded for a candidate: the enriched text of its detail, value, polarity and sentence."""
+    return enriched_text(ref.detail, c.attribute, c.sentence, polarity=c.polarity)
 
 
 def _signature(prefs: list[Preference]) -> tuple:
@@ -283,4 +396,5 @@ def build_memory(settings: Optional[Settings] = None, *, db: Optional[str | Path
     emb = make_embedder(embedder or settings.embed.embedder, settings)
     return Memory(schema=schema or builtin_schema(), store=open_store(str(db or settings.db), settings),
                   extractor=make_extractor(extractor, settings, emb), maintainer=make_maintainer(maintainer, settings, emb),
-                  embedder=emb, jobs_nice=settings.jobs_nice)
+                  embedder=emb, jobs_nice=settings.jobs_nice, promote_after=settings.promote_after,
+                  observation_days=settings.observation_days)

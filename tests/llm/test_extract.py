@@ -115,18 +115,24 @@ def test_threads_sharing_one_extractor_each_get_their_own_outcome(fake, make_cli
         t.join(10)
     diet, hate = runs["c1"], runs["c-jazz"]
     assert diet.valid_at_try == 1 and diet.errors == [] and [c.attribute for c in diet.candidates] == ["Vegetarian"]
-    assert hate.valid_at_try == 2 and len(hate.errors) == 1 and [c.attribute for c in hate.candidates] == ["not jazz"]
+    assert hate.valid_at_try == 2 and len(hate.errors) == 1
+    assert [(c.attribute, c.polarity) for c in hate.candidates] == [("jazz", "dislike")]
     assert ex.stats.model_dump() == {"runs": 2, "first_try": 1, "after_retry": 1, "invalid": 0, "failed": 0,
                                      "empty": 0, "candidates": 2}
 
 
-def test_dislike_is_stored_negated(fake, make_client, schema):
+def test_a_dislike_is_polarity_data_never_a_not_x_string(fake, make_client, schema):
     fake.push(tool_call(TOOL_NAME, {"preferences": [
         item("country", GENRES_LABEL, "dislike", "I can't stand country."),
         item("Yes", "Parking > Preference for Covered Parking", "dislike", "I don't need covered parking."),
-        item("not jazz", GENRES_LABEL, "dislike", "No jazz, ever.")]}))
+        item("not jazz", GENRES_LABEL, "dislike", "No jazz, ever."),
+        item("no pop", GENRES_LABEL, "like", "No pop, please."),
+        item("rock", GENRES_LABEL, "indifferent", "I don't mind rock.")]}))
     cands = LLMExtractor(make_client()).extract(CONV, schema).candidates
-    assert [c.attribute for c in cands] == ["not country", "Indifferent to Covered Parking", "not jazz"]
+    assert [(c.attribute, c.polarity) for c in cands] == [
+        ("country", "dislike"), ("Indifferent to Covered Parking", "like"), ("jazz", "dislike"), ("pop", "dislike"),
+        ("rock", "indifferent")]
+    assert cands[2].span == "not jazz"
 
 
 def test_pruned_schema_is_what_the_model_sees(fake, make_client, schema):

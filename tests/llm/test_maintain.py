@@ -146,3 +146,26 @@ def test_llm_extractor_and_maintainer_through_memory(fake, make_client, schema, 
     assert old.id in fake.requests[2].messages[1]["content"]
     assert [req.tool_names for req in fake.requests] == [[TOOL_NAME], [TOOL_NAME], ["pass_preference", "update_preference"]]
     assert client.usage.calls == 3
+
+
+def test_the_tools_carry_polarity_and_an_update_stores_the_one_given(fake, make_client):
+    from boundmem.maintain.llm import LLMMaintainer, maintenance_tools
+    from boundmem.models import Candidate, Preference
+    from boundmem.schema.load import builtin_schema
+    from datetime import datetime, timezone
+
+    ref = builtin_schema().resolve("Favorite Genres")
+    now = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    jazz = Preference(id="p1", user="u", path=ref.path, attribute="Jazz", sentence="I love jazz", created_at=now,
+                      updated_at=now)
+    tools = {t["function"]["name"]: t["function"]["parameters"] for t in maintenance_tools([jazz], True)}
+    assert tools["update_preference"]["properties"]["polarity"]["enum"] == ["like", "dislike", "indifferent"]
+    assert "polarity" in tools["append_preference"]["required"]
+    fake.push(tool_call("update_preference", {"to_insert_incoming_preference": "I can't stand jazz anymore",
+                                              "pk_of_to_delete_existing_preference": "p1", "polarity": "dislike"}))
+    m = LLMMaintainer(make_client())
+    cand = Candidate(path=ref.path, attribute="Jazz", sentence="I'm over jazz, I can't stand it anymore")
+    d = m.decide(cand, [jazz], ref.detail).decision
+    assert (d.action, d.target, d.candidate.attribute, d.candidate.polarity) == ("update", "p1", "Jazz", "dislike")
+    shown = fake.requests[0].json["messages"][1]["content"]
+    assert '"polarity": "like"' in shown   # the stored preference's polarity is shown to the model

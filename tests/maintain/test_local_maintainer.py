@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from boundmem.maintain.base import enforce_multiplicity
-from boundmem.maintain.local import LocalMaintainer, same_attribute, split_negation
+from boundmem.maintain.local import LocalMaintainer, same_attribute
 from boundmem.maintain.polarity import PolarityModel
 from boundmem.models import Candidate, Preference
 from boundmem.schema.load import builtin_schema
@@ -27,21 +27,18 @@ CUISINE, PRICE, SECURITY, WALK, TEMP = (ref(n) for n in ("Favorite Cuisine", "De
                                                           "Preferred Temperature"))
 
 
-def stored(r, attribute, sentence="", pid=None):
+def stored(r, attribute, sentence="", pid=None, polarity="like"):
     return Preference(id=pid or f"id-{attribute}", user="u", path=r.path, attribute=attribute, sentence=sentence,
-                      created_at=NOW, updated_at=NOW)
+                      created_at=NOW, updated_at=NOW, polarity=polarity)
 
 
-def cand(r, attribute, sentence=""):
-    return Candidate(path=r.path, attribute=attribute, sentence=sentence)
+def cand(r, attribute, sentence="", polarity="like"):
+    return Candidate(path=r.path, attribute=attribute, sentence=sentence, polarity=polarity)
 
 
 @pytest.fixture()
 def lexical(hash_embedder):
-    """The shipped polarity model is for MiniLM, so with the hash embedder the cue lexicon judges."""
-    m = LocalMaintainer(hash_embedder)
-    assert m.polarity is None
-    return m
+    return LocalMaintainer(hash_embedder)
 
 
 def decide(m, c, existing, r):
@@ -60,26 +57,50 @@ def test_duplicate_passes_on_the_matching_preference(lexical):
     assert (d.action, d.target) == ("pass", "id-Italian")
 
 
-def test_negating_sentence_updates_to_a_negated_attribute(lexical):
+def test_a_dislike_of_a_stored_like_is_an_update_to_a_dislike(lexical):
     existing = [stored(CUISINE, "Chinese"), stored(CUISINE, "Italian")]
-    d = lexical.decide(cand(CUISINE, "Italian", "I think I'm over Italian food for now, let's skip that cuisine "
-                                                "next time."), existing, CUISINE.detail).decision
+    d = lexical.decide(cand(CUISINE, "italian food", "I think I'm over Italian food for now, let's skip that cuisine "
+                                                     "next time.", polarity="dislike"), existing, CUISINE.detail).decision
     assert (d.action, d.target) == ("update", "id-Italian")
-    assert d.candidate.attribute == "not Italian"
+    assert (d.candidate.attribute, d.candidate.polarity) == ("Italian", "dislike")   # the value as stored, no "not X"
     assert d.candidate.sentence.startswith("I think I'm over Italian")
 
 
-def test_negated_candidate_attribute_is_an_update_whatever_the_sentence(lexical):
-    d = lexical.decide(cand(CUISINE, "no Italian", "Italian, hmm."), [stored(CUISINE, "Italian")], CUISINE.detail).decision
-    assert (d.action, d.target, d.candidate.attribute) == ("update", "id-Italian", "not Italian")
+def test_polarity_is_the_candidates_data_not_read_again_from_the_sentence(lexical):
+    italian = [stored(CUISINE, "Italian")]
+    # the extractor said like: a negative-sounding sentence does not make it a dislike (no second judge)
+    assert lexical.decide(cand(CUISINE, "Italian", "I'm over Italian, avoid it"), italian, CUISINE.detail).decision.action == "pass"
+    d = lexical.decide(cand(CUISINE, "Italian", "Italian, hmm.", polarity="dislike"), italian, CUISINE.detail).decision
+    assert (d.action, d.candidate.polarity) == ("update", "dislike")
 
 
-def test_repeated_negation_passes_and_reaffirming_revises(lexical):
-    existing = [stored(CUISINE, "not Italian", "I'm done with Italian")]
-    assert lexical.decide(cand(CUISINE, "no Italian", "no Italian please"), existing, CUISINE.detail).decision.action == "pass"
-    assert lexical.decide(cand(CUISINE, "Italian", "I'm over Italian, avoid it"), existing, CUISINE.detail).decision.action == "pass"
+def test_repeated_dislike_passes_and_reaffirming_revises(lexical):
+    existing = [stored(CUISINE, "Italian", "I'm done with Italian", polarity="dislike")]
+    assert lexical.decide(cand(CUISINE, "Italian", "no Italian please", polarity="dislike"), existing,
+                          CUISINE.detail).decision.action == "pass"
     d = lexical.decide(cand(CUISINE, "Italian", "I really love Italian food again"), existing, CUISINE.detail).decision
-    assert (d.action, d.candidate.attribute) == ("update", "Italian")
+    assert (d.action, d.candidate.attribute, d.candidate.polarity) == ("update", "Italian", "like")
+    d = lexical.decide(cand(CUISINE, "Italian", "Italian, whatever", polarity="indifferent"), existing, CUISINE.detail).decision
+    assert (d.action, d.candidate.polarity) == ("update", "indifferent")
+
+
+def test_an_other_value_with_a_dislike_appends_or_replaces_by_the_category_rule(lexical):
+    d = decide(lexical, cand(CUISINE, "Thai", "Thai isn't for me", polarity="dislike"), [stored(CUISINE, "Italian")], CUISINE)
+    assert (d.action, d.candidate.polarity) == ("append", "dislike")
+    d = decide(lexical, cand(PRICE, "expensive", "never expensive places", polarity="dislike"), [stored(PRICE, "cheap")], PRICE)
+    assert (d.action, d.target, d.candidate.polarity) == ("update", "id-cheap", "dislike")
+
+
+def test_no_not_x_string_is_produced_anywhere_in_maintain():
+    import pathlib
+    import re
+
+    import boundmem.maintain as pkg
+
+    for f in pathlib.Path(pkg.__file__).parent.glob("*.py"):
+        if f.name == "polarity.py":   # the sentence model's feature templates, never stored
+            continue
+        assert not re.search(r"""f["']not \{""", f.read_text()), f.name
 
 
 def test_new_attribute_appends_in_a_multi_preference_category(lexical):
@@ -93,21 +114,13 @@ def test_new_attribute_updates_in_a_single_preference_category(lexical):
     assert (d.action, d.target, d.candidate.attribute) == ("update", "id-cheap", "expensive")
 
 
-def test_yes_no_negation_flips_and_is_recognised_later(lexical):
-    d = lexical.decide(cand(SECURITY, "Yes", "I don't care about parking security anymore"),
-                       [stored(SECURITY, "Yes")], SECURITY.detail).decision
-    assert (d.action, d.candidate.attribute) == ("update", "No")
-    now_no = [stored(SECURITY, "No")]
-    assert lexical.decide(cand(SECURITY, "Yes", "Forget security, I don't need it"), now_no, SECURITY.detail).decision.action == "pass"
-    assert lexical.decide(cand(SECURITY, "Yes", "Secure parking matters to me"), now_no, SECURITY.detail).decision.action == "update"
-
-
-def test_vocabulary_attribute_starting_with_no_is_not_a_negation(lexical):
-    assert split_negation("No (traffic tolerated for fastest route)", WALK.detail) == \
-        ("No (traffic tolerated for fastest route)", False)
+def test_yes_no_is_a_value_not_a_negation(lexical):
     d = decide(lexical, cand(WALK, "Yes", "I'd rather take a longer route to avoid traffic"),
                [stored(WALK, "No (traffic tolerated for fastest route)")], WALK)
-    assert d.action == "update" and d.candidate.attribute == "Yes"
+    assert d.action == "update" and (d.candidate.attribute, d.candidate.polarity) == ("Yes", "like")
+    d = lexical.decide(cand(SECURITY, "Yes", "I don't care about parking security anymore", polarity="dislike"),
+                       [stored(SECURITY, "Yes")], SECURITY.detail).decision
+    assert (d.action, d.candidate.attribute, d.candidate.polarity) == ("update", "Yes", "dislike")
 
 
 @pytest.mark.parametrize("a,b,same", [
@@ -147,28 +160,12 @@ def test_shipped_polarity_model_is_for_minilm():
     assert m.w.shape == (2 * 384 + 5,)
 
 
-@pytest.mark.slow
-def test_minilm_polarity_judges_unseen_phrasings(minilm):
-    m = LocalMaintainer(minilm)
-    assert m.polarity is not None
-    italian = [stored(CUISINE, "Italian")]
-    affirm = ["Book us a table at a good Italian place tonight, I could eat lasagna every day.",
-              "Italian is still my go-to cuisine, find me a trattoria."]
-    reject = ["Honestly I've gone off Italian food, please stop suggesting it.",
-              "No more Italian restaurants for me, I'm tired of them."]
-    for s in affirm:
-        assert m.decide(cand(CUISINE, "Italian", s), italian, CUISINE.detail).decision.action == "pass", s
-    for s in reject:
-        d = m.decide(cand(CUISINE, "Italian", s), italian, CUISINE.detail).decision
-        assert (d.action, d.candidate.attribute) == ("update", "not Italian"), s
-
-
 def test_rule_maintainer_shares_the_semantics_without_a_model():
     from boundmem.maintain.rules import RuleMaintainer
 
     m = RuleMaintainer()
     italian = [stored(CUISINE, "Italian")]
     assert m.decide(cand(CUISINE, "Italian", "Italian again, yes please"), italian, CUISINE.detail).decision.action == "pass"
-    d = m.decide(cand(CUISINE, "Italian", "I'm over Italian food, skip it"), italian, CUISINE.detail).decision
-    assert (d.action, d.candidate.attribute) == ("update", "not Italian")
+    d = m.decide(cand(CUISINE, "Italian", "I'm over Italian food, skip it", polarity="dislike"), italian, CUISINE.detail).decision
+    assert (d.action, d.candidate.attribute, d.candidate.polarity) == ("update", "Italian", "dislike")
     assert decide(m, cand(PRICE, "expensive", ""), [stored(PRICE, "cheap")], PRICE).action == "update"

@@ -25,8 +25,8 @@ def mem(sqlite_store, hash_embedder):
                   maintainer=LocalMaintainer(hash_embedder), embedder=hash_embedder)
 
 
-def c(path, attribute, sentence):
-    return Candidate(path=path, attribute=attribute, sentence=sentence)
+def c(path, attribute, sentence, polarity="like"):
+    return Candidate(path=path, attribute=attribute, sentence=sentence, polarity=polarity)
 
 
 def test_insert_pass_append_update_are_all_audited(mem):
@@ -37,7 +37,7 @@ def test_insert_pass_append_update_are_all_audited(mem):
     mem.apply([c(PRICE, "cheap", "cheap places please")], "u", "c4")
     d = mem.apply([c(PRICE, "expensive", "I like fancy places now")], "u", "c5").decisions[0]
     assert d.action == "update"
-    neg = mem.apply([c(CUISINE, "Italian", "I'm over Italian food, skip that cuisine")], "u", "c6").decisions[0]
+    neg = mem.apply([c(CUISINE, "Italian", "I'm over Italian food, skip that cuisine", "dislike")], "u", "c6").decisions[0]
     assert (neg.action, neg.target) == ("update", first.target)
 
     log = mem.store.audit("u")
@@ -49,9 +49,13 @@ def test_insert_pass_append_update_are_all_audited(mem):
     assert log[5].after["sentence"] == "I'm over Italian food, skip that cuisine"
 
 
-def test_a_negation_is_stored_as_the_negated_attribute(mem):
-    first = mem.apply([c(CUISINE, "Italian", "I love Italian food")], "u", "c1").decisions[0]
-    mem.apply([c(CUISINE, "Italian", "I'm over Italian food, skip that cuisine")], "u", "c2")
+def test_a_contradiction_turns_the_stored_like_into_a_dislike(mem):
+    first = mem.apply([c(CUISINE, "Jazz", "I love jazz")], "u", "c1").decisions[0]
+    mem.apply([c(CUISINE, "jazz", "I'm over jazz, I can't stand it anymore", "dislike")], "u", "c2")
     p = mem.store.get("u", first.target)
-    assert p.attribute == "not Italian"
-    assert mem.store.audit("u")[-1].after["attribute"] == "not Italian"
+    assert (p.attribute, p.polarity) == ("Jazz", "dislike") and len(mem.preferences("u")) == 1
+    last = mem.store.audit("u")[-1]
+    assert (last.op, last.before["polarity"], last.after["polarity"], last.after["attribute"]) == \
+        ("update", "like", "dislike", "Jazz")
+    hit = mem.recall("what music do I dislike", "u", k=1)[0]
+    assert hit.preference.polarity == "dislike"   # recall returns the polarity with the value

@@ -213,3 +213,81 @@ def test_a_crash_between_the_erasure_and_the_wal_wipe_is_repaired_when_the_store
     assert found(raw_hits(db, marker)) == {}
     assert s.preferences("u") == [] and s.verify_audit().ok
     s.close()
+
+
+# --- observations (issue 18): every erasure route covers them too ----------------------------
+GENRE = CategoryPath(main="entertainment_and_media", sub="music", detail="favorite_genres")
+
+
+@pytest.fixture()
+def observed(tmp_path, schema, hash_embedder, marker):
+    """A memory whose only copies of the marker are observations (value, sentence, conversation id, the observe
+    audit entries) in two categories, beside a preference and another user's observation; plus an idle connection."""
+    db = tmp_path / "o.db"
+    mem = Memory(schema=schema, store=SQLiteStore(db), extractor=ScriptedExtractor(), maintainer=RuleMaintainer(),
+                 embedder=hash_embedder)
+    user = f"user-{uuid.uuid4().hex[:12]}"
+    chose = lambda path, value, sentence: Candidate(path=path, attribute=value, sentence=sentence,  # noqa: E731
+                                                    evidence="observed")
+    say = lambda cid, u, *cands: (setattr(mem.extractor, "next", list(cands)),  # noqa: E731
+                                  mem.add(Conversation(id=cid, turns=(Turn(role="user", text="x"),)), u))[1]
+    say("c1", user, Candidate(path=CUISINE, attribute="Thai", sentence="I always eat Thai"))
+    r = say(f"conv-{marker}", user, chose(GENRE, f"{marker} jazz", f"play some {marker} jazz"),
+            chose(TEMP, "22", f"22 degrees for {marker} please"))
+    assert len(r.observed) == 2 and r.promoted == []
+    say("c9", "someone-else", chose(GENRE, "Rock", "play some rock"))
+    idle = sqlite3.connect(db)
+    idle.execute("SELECT count(*) FROM observations").fetchone()
+    assert found(raw_hits(db, marker)), "the marker must be on disk before the erasure, or the test proves nothing"
+    yield db, mem, user
+    idle.close()
+    mem.store.close()
+
+
+def assert_only_observations_went(db: Path, mem: Memory, user: str, marker: str) -> None:
+    assert mem.observations(user) == [] and [o.attribute for o in mem.observations("someone-else")] == ["Rock"]
+    assert marker not in mem.export(user).model_dump_json()
+    assert mem.store.verify_audit().ok
+    assert_gone(db, mem, marker)
+
+
+def test_dismissing_observations_leaves_no_trace_of_them(observed, marker):
+    db, mem, user = observed
+    for o in mem.observations(user):
+        mem.dismiss(user, o.id)
+    assert [p.attribute for p in mem.preferences(user)] == ["Thai"]
+    assert_only_observations_went(db, mem, user, marker)
+
+
+def test_deleting_a_category_by_voice_leaves_no_trace_of_its_observations(observed, marker):
+    from boundmem.extract.consent import ConsentRequest
+
+    db, mem, user = observed
+    mem.apply([], user, "c5", consent=[ConsentRequest(kind="delete", prefix=str(p), utterance="forget my music", turn=0)
+                                       for p in (GENRE, TEMP)])
+    assert_only_observations_went(db, mem, user, marker)
+
+
+def test_an_opt_out_purge_leaves_no_trace_of_the_observations_it_purged(observed, marker):
+    db, mem, user = observed
+    mem.opt_out(user, "Music")
+    mem.opt_out(user, "Vehicle Settings and Comfort")
+    assert_only_observations_went(db, mem, user, marker)
+
+
+def test_expired_observations_leave_no_trace(observed, marker):
+    from datetime import timedelta
+
+    from boundmem.models import utcnow
+
+    db, mem, user = observed
+    assert mem.expire_observations(user, now=utcnow() + timedelta(days=mem.observation_days + 1)) == 2
+    mem.store.observations("someone-else")  # the other user's is older too, but only `user` was asked for
+    assert_only_observations_went(db, mem, user, marker)
+
+
+def test_forget_leaves_no_trace_of_observations_or_the_user_id(observed, marker):
+    db, mem, user = observed
+    mem.forget(user)
+    assert mem.observations(user) == []
+    assert_gone(db, mem, marker, user)

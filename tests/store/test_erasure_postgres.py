@@ -17,7 +17,7 @@ from boundmem.store.postgres import PostgresStore  # noqa: E402
 
 CUISINE = CategoryPath(main="poi", sub="restaurant", detail="cuisine")
 MUSIC = CategoryPath(main="entertainment", sub="music", detail="genre")
-TABLES = ("users", "preferences", "opt_outs", "audit", "meta")
+TABLES = ("users", "preferences", "observations", "opt_outs", "audit", "meta")
 
 
 def rows_with(url: str, needle: str) -> dict[str, int]:
@@ -72,6 +72,35 @@ def test_delete_and_opt_out_purge_leave_no_row_with_the_content(pg_url, marker):
         tx.insert(MUSIC, f"{marker}-band", f"{marker}-band rocks", np.ones(8), "c4", "insert")
     assert rows_with(pg_url, marker)
     assert len(s.opt_out("u", "entertainment", cause="opt-out")) == 2
+    assert rows_with(pg_url, marker) == {} and s.verify_audit().ok
+    s.close()
+
+
+def observe(store, user, marker):
+    with store.transaction(user) as tx:
+        a = tx.observe(MUSIC, f"{marker} jazz", "like", f"play some {marker} jazz", f"conv-{marker}", f"observed {marker}")
+        b = tx.observe(CUISINE, "Thai", "like", f"Thai for {marker}", "c5", "observed")
+    return a, b
+
+
+def test_dismiss_expiry_and_opt_out_purge_leave_no_row_with_an_observation(pg_url, marker):
+    from datetime import timedelta
+
+    from boundmem.models import utcnow
+
+    s = PostgresStore(pg_url)
+    fill(s, "someone-else", "other")
+    a, b = observe(s, "u", marker)
+    assert rows_with(pg_url, marker)
+    s.dismiss("u", a.id, cause="dismissed")
+    s.opt_out("u", "poi", cause="opt-out")
+    assert rows_with(pg_url, marker) == {} and s.observations("u") == []
+    observe(s, "u2", marker)
+    with s.transaction("u2") as tx:
+        tx.expire_observations(utcnow() + timedelta(seconds=1), "expiry", "expired")
+    assert rows_with(pg_url, marker) == {} and s.verify_audit().ok
+    observe(s, f"user-{marker}", marker)
+    s.forget(f"user-{marker}", cause="forget")
     assert rows_with(pg_url, marker) == {} and s.verify_audit().ok
     s.close()
 

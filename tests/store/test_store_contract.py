@@ -467,3 +467,128 @@ def test_connections_of_ended_threads_are_released(store):
     held = store.connections() if hasattr(store, "connections") else len(store._all)
     assert held <= 2  # the calling thread's, and at most the last ended thread's
     assert store.users() == ["main"] + [f"t{n}" for n in range(6)]
+
+
+# --- polarity and observations (issue 18) ---------------------------------------------------
+def raw_sql(store, statements):
+    """Run statements on the store's database behind its back (to build a file from an older version)."""
+    if hasattr(store, "path"):
+        import sqlite3
+
+        con = sqlite3.connect(store.path)
+        for s in statements:
+            con.execute(s)
+        con.commit()
+        con.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(store.url, autocommit=True) as con:
+            for s in statements:
+                con.execute(s.replace("?", "%s"))
+
+
+def test_polarity_is_stored_round_tripped_and_in_audit_images_and_exports(store):
+    with store.transaction("u") as tx:
+        p = tx.insert(MUSIC, "Jazz", "I can't stand jazz.", e(0), "c1", "insert", polarity="dislike")
+    assert p.polarity == "dislike" and p.attribute == "Jazz"
+    assert store.get("u", p.id).polarity == "dislike" and store.preferences("u")[0].polarity == "dislike"
+    assert store.vectors("u")[0][0].polarity == "dislike" and store.search("u", e(0), 1)[0][0].polarity == "dislike"
+    with store.transaction("u") as tx:
+        q = tx.replace(p.id, "Jazz", "Jazz is great again.", e(0), "c2", "update", polarity="like")
+    assert q.polarity == "like" and store.get("u", p.id).polarity == "like"
+    ins, upd = store.audit("u")
+    assert ins.after["polarity"] == "dislike" and upd.before["polarity"] == "dislike" and upd.after["polarity"] == "like"
+    assert store.export("u").preferences[0].polarity == "like"
+    with store.transaction("u") as tx:  # the default is a like
+        assert tx.insert(RADIO, "BBC", "BBC radio always.", e(1), "c3", "insert").polarity == "like"
+    assert store.verify_audit("u").ok
+
+
+def test_a_store_from_before_polarity_is_migrated_and_not_x_becomes_a_dislike(store_factory):
+    s = store_factory()
+    add(s, "u", MUSIC, "Jazz")
+    add(s, "u", FOOD, "not Italian")
+    add(s, "u", RADIO, "Nothing But Thieves")  # "not " only as a whole word at the start
+    s.close()
+    raw_sql(s, ["ALTER TABLE preferences DROP COLUMN polarity"])
+    s2 = store_factory()
+    got = {p.path: (p.attribute, p.polarity) for p in s2.preferences("u")}
+    assert got == {MUSIC: ("Jazz", "like"), FOOD: ("Italian", "dislike"), RADIO: ("Nothing But Thieves", "like")}
+    s2.close()
+    s3 = store_factory()  # opening again changes nothing (the migration runs once)
+    assert {p.path: (p.attribute, p.polarity) for p in s3.preferences("u")} == got
+
+
+def observe(store, user, path, attribute, conv, polarity="like"):
+    with store.transaction(user) as tx:
+        return tx.observe(path, attribute, polarity, f"play some {attribute}", conv, f"observed in {conv}")
+
+
+def test_observations_are_recorded_listed_counted_and_audited(store):
+    o1 = observe(store, "u", MUSIC, "Jazz", "c1")
+    observe(store, "u", MUSIC, "jazz ", "c1")      # the same conversation again: still one conversation
+    observe(store, "u", MUSIC, "JAZZ!", "c2")
+    observe(store, "u", MUSIC, "Jazz", "c3", polarity="dislike")
+    observe(store, "u", RADIO, "Jazz FM", "c4")
+    observe(store, "other", MUSIC, "Jazz", "c9")
+    assert (o1.user, o1.path, o1.attribute, o1.polarity, o1.conversation_id) == ("u", MUSIC, "Jazz", "like", "c1")
+    assert len(store.observations("u")) == 5 and len(store.observations("other")) == 1
+    assert [o.attribute for o in store.observations("u", "entertainment/music/station")] == ["Jazz FM"]
+    with store.transaction("u") as tx:
+        assert tx.observation(o1.id) == o1
+        assert len(tx.observations(MUSIC)) == 4
+        assert tx.count_conversations(MUSIC, "jazz", "like") == 2
+        assert tx.count_conversations(MUSIC, "Jazz", "dislike") == 1
+        assert tx.count_conversations(MUSIC, "Rock", "like") == 0
+        with pytest.raises(NotFoundError):
+            tx.observation("nope")
+    assert store.preferences("u") == [] and store.search("u", e(0), 5) == []  # never a preference, never recalled
+    log = store.audit("u")
+    assert [a.op for a in log] == ["observe"] * 5 and log[0].after["attribute"] == "Jazz" and log[0].preference_id == o1.id
+    exported = store.export("u")
+    assert len(exported.observations) == 5 and "other" not in {o.user for o in exported.observations}
+    assert store.verify_audit("u").ok
+
+
+def test_an_observation_in_an_opted_out_category_is_refused(store):
+    store.opt_out("u", "entertainment/music", cause="user opted out")
+    with pytest.raises(OptedOutError):
+        observe(store, "u", MUSIC, "Jazz", "c1")
+    assert store.observations("u") == []
+
+
+def test_dismiss_erases_the_observation_and_its_audit_payload(store):
+    o = observe(store, "u", MUSIC, "Zanzibar Jazz", "conv-zz")
+    keep = observe(store, "u", MUSIC, "Rock", "c2")
+    gone = store.dismiss("u", o.id, cause="dismissed by user")
+    assert gone == o and store.observations("u") == [keep]
+    with pytest.raises(NotFoundError):
+        store.dismiss("u", o.id, cause="again")
+    log = store.audit("u")
+    assert [a.op for a in log] == ["observe", "observe", "dismiss"]
+    assert log[2].why == "dismissed by the user" and log[2].cause == "erased" and log[2].before is None
+    assert log[0].after is None and log[0].cause == "erased" and log[0].content_hash
+    dumped = store.export("u").model_dump_json()
+    assert "Zanzibar" not in dumped and "conv-zz" not in dumped and "Rock" in dumped
+    assert store.verify_audit("u").ok
+
+
+def test_opt_out_forget_and_expiry_erase_observations(store):
+    from datetime import timedelta
+
+    from boundmem.models import utcnow
+
+    observe(store, "u", MUSIC, "Zanzibar", "c1")
+    observe(store, "u", FOOD, "Thai", "c2")
+    store.opt_out("u", "entertainment", cause="user opted out")
+    assert [o.attribute for o in store.observations("u")] == ["Thai"]
+    assert "Zanzibar" not in store.export("u").model_dump_json()
+    with store.transaction("u") as tx:
+        assert tx.expire_observations(utcnow() - timedelta(days=1), "expiry", "expired") == []
+        assert [o.attribute for o in tx.expire_observations(utcnow() + timedelta(seconds=1), "expiry", "expired")] == ["Thai"]
+    assert store.observations("u") == [] and "Thai" not in store.export("u").model_dump_json()
+    observe(store, "u", FOOD, "Korean", "c3")
+    store.forget("u", cause="forget")
+    assert store.observations("u") == []
+    assert store.verify_audit().ok

@@ -271,7 +271,9 @@ def maintenance_records(item: CarMemItem, existing: list[Preference], negate: Ex
     incoming: list[tuple[str, str, Optional[Candidate]]] = [
         ("equal", "equal", Candidate(path=item.path, attribute=item.attribute, sentence=mq.equal)),
         ("different", "different", Candidate(path=item.path, attribute=mq.different_attribute, sentence=mq.different)),
-        ("negate", "negate_constructed", Candidate(path=item.path, attribute=item.attribute, sentence=mq.negate)),
+        # polarity is the extractor's data (issue 18): the constructed negation carries it, as an extractor would
+        ("negate", "negate_constructed", Candidate(path=item.path, attribute=item.attribute, sentence=mq.negate,
+                                                   polarity="dislike")),
     ]
     ok = (negate.valid_at_try is not None and len(negate.candidates) == 1
           and label(negate.candidates[0].path, "detail") == label(item.path, "detail"))

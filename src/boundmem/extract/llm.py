@@ -29,7 +29,7 @@ from ..conversation import render
 from ..errors import ConfigError
 from ..llm.client import LLMClient
 from ..llm.errors import LLMError, LLMOutputError
-from ..llm.flat import FlatSchema, compile_flat, describe_item_error, example_block, negated
+from ..llm.flat import FlatSchema, as_data, compile_flat, describe_item_error, example_block
 from ..models import Candidate, Conversation
 from ..schema.model import Schema
 from ..schema.tool import TOOL_NAME, flatten, output_model, tool_definition
@@ -46,7 +46,8 @@ right now ("play some rock", "set it to 21 degrees", "take me to the station"), 
 - Only the categories listed below. If a preference fits none of them, leave it out; never bend it into another \
 category.
 - value: short, in the user's words, or the example value that fits. polarity: "dislike" if the user rejects or \
-avoids it, else "like". sentence: the user's sentence, verbatim.
+avoids it, "indifferent" if they say they do not mind it, else "like" (the value itself never negated: "jazz", \
+not "not jazz"). sentence: the user's sentence, verbatim.
 Categories:
 {guide}
 {examples}
@@ -227,10 +228,11 @@ class LLMExtractor:
         found: dict[tuple[str, str], Candidate] = {}
         for item in out.preferences:
             path, detail = flat.paths[item.category], flat.details[item.category]  # the enum: always inside the schema
-            attribute = negated(item.value, detail) if item.polarity == "dislike" else item.value
-            key = (str(path), attribute.casefold())
+            attribute, polarity = as_data(item.value, item.polarity, detail)
+            key = (str(path), attribute.casefold(), polarity)
             if key not in found:
-                found[key] = Candidate(path=path, attribute=attribute, sentence=item.sentence.strip())
+                found[key] = Candidate(path=path, attribute=attribute, sentence=item.sentence.strip(), polarity=polarity,
+                                       span=item.value.strip())
         return list(found.values())
 
     @staticmethod

@@ -12,8 +12,9 @@ information, exact for any model:
   conversation;
 - every field is required and no other field is allowed; `[]` is the way to say "nothing".
 
-A dislike ("I can't stand country") is `polarity: dislike` and is stored as "not country" (the category's
-"No ..." value for a Yes/No category), the same convention as the local extractor.
+A dislike ("I can't stand country") is `polarity: dislike`, kept as data on the candidate (value "country",
+polarity dislike), never as a "not country" string; a "Yes" the user turns down is the category's "No ..." item
+where it has one (a listed value their words imply).
 """
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def compile_flat(schema: Schema) -> FlatSchema:
                     "sentence": {"type": "string", "description": "The user's own sentence, verbatim."},
                     "category": {"type": "string", "enum": list(labels)},
                     "value": {"type": "string", "description": "Short value in the user's words or an example value."},
-                    "polarity": {"type": "string", "enum": ["like", "dislike"]},
+                    "polarity": {"type": "string", "enum": ["like", "dislike", "indifferent"]},
                 },
                 "required": ["sentence", "category", "value", "polarity"],
                 "additionalProperties": False,
@@ -103,7 +104,7 @@ class _ItemBase(BaseModel):
 
     sentence: str
     value: str = Field(min_length=1)
-    polarity: Literal["like", "dislike"]
+    polarity: Literal["like", "dislike", "indifferent"]
 
     @field_validator("value")
     @classmethod
@@ -119,17 +120,21 @@ def _model(labels: tuple[str, ...]) -> type[BaseModel]:
     return create_model("Preferences", __config__=ConfigDict(extra="forbid"), preferences=(list[item], ...))
 
 
-def negated(value: str, d: DetailCategory) -> str:
-    """A disliked value as stored: unchanged if already negative, the category's "No ..." item for "Yes", else "not X"."""
+_NEGATED = re.compile(r"^(?:not|no|never)\s+(?=\S)", re.I)
+
+
+def as_data(value: str, polarity: str, d: DetailCategory) -> tuple[str, str]:
+    """(value, polarity) as stored: a value the model negated in words ("not jazz") is the value with polarity
+    dislike; a dislike of "Yes" is the category's listed "No ..." / "Indifferent ..." item (a like) where it has one."""
     v = value.strip()
-    low = v.lower()
-    if low.startswith(("not ", "no ", "no(", "never ", "indifferent")) or low == "no":
-        return v
-    if low == "yes":
+    m = _NEGATED.match(v)
+    if m and v not in d.attributes:  # a listed item is a value, even one starting with "No"
+        v, polarity = v[m.end():].strip(), "dislike" if polarity == "like" else polarity
+    if polarity == "dislike" and v.lower() == "yes":
         no = next((a for a in d.attributes if a.lower().startswith(("no ", "no(", "indifferent")) or a.lower() == "no"), None)
         if no:
-            return no
-    return f"not {v}"
+            return no, "like"
+    return v, polarity
 
 
 def example_block(flat: FlatSchema) -> str:

@@ -8,13 +8,15 @@ existing preference), the prompt lists every stored preference of the category.
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any, Optional, get_args
 
 from ..llm.client import LLMClient
 from ..llm.errors import LLMNoToolCall, LLMOutputError
-from ..models import Candidate, Decision, Preference
+from ..models import Candidate, Decision, Polarity, Preference
 from ..schema.model import DetailCategory
 from .base import Reconciliation, enforce_multiplicity
+
+POLARITIES = get_args(Polarity)
 
 _COMMON = """\
 You maintain a database of a user's long-term preferences. An incoming preference must be reconciled with \
@@ -22,18 +24,22 @@ the preferences already stored in the same category. You must call exactly one o
 - pass_preference: the incoming preference is equal or very similar to a stored one (same attribute, maybe \
 worded differently); give that stored preference's pk.
 - update_preference: the incoming preference changes or contradicts a stored one{mnp_update}; give the pk of \
-the stored preference it replaces."""
+the stored preference it replaces.
+Each preference has a polarity (like, dislike, indifferent). The same attribute with another polarity is a \
+contradiction (stored "jazz" like, incoming "jazz" dislike -> update); give the polarity to store with the tool."""
 
 MP_PROMPT = _COMMON.format(mnp_update="") + """
 - append_preference: the incoming attribute is different from every stored one and can hold alongside them.
 Several preferences can be stored in this category, but never the same or a very similar attribute twice.
 Examples: stored "vegetarian", incoming "vegetarian" -> pass; stored "vegetarian", incoming "kosher" -> append; \
-stored "vegetarian", incoming "I am not vegetarian anymore" -> update."""
+stored "vegetarian" like, incoming "vegetarian" dislike ("I am not vegetarian anymore") -> update with polarity \
+dislike."""
 
 MNP_PROMPT = _COMMON.format(mnp_update=", or is a different value (it takes the stored one's place)") + """
 Only one preference can ever be stored in this category at a time.
 Examples: stored "cheap", incoming "cheap" -> pass; stored "cheap", incoming "expensive" -> update; \
-stored "cheap", incoming "I no longer care about cheap" -> update."""
+stored "cheap" like, incoming "cheap" indifferent ("I no longer care about cheap") -> update with polarity \
+indifferent."""
 
 HUMAN_PROMPT = """\
 Existing preferences:
@@ -56,6 +62,8 @@ def maintenance_tools(existing: list[Preference], multiple: bool) -> list[dict]:
     """The tools offered for one decision; append only when the category may hold several preferences."""
     pk = {"type": "string", "enum": [p.id for p in existing]}
     text = {"type": "string", "description": "The incoming preference's text."}
+    polarity = {"type": "string", "enum": list(POLARITIES), "description": "The polarity to store (the incoming "
+                "preference's, unless its text clearly says otherwise)."}
     tools = [
         _tool("pass_preference", "The incoming preference is equal or very similar to a stored one: keep the stored one.",
               {"to_pass_incoming_preference": text,
@@ -63,16 +71,17 @@ def maintenance_tools(existing: list[Preference], multiple: bool) -> list[dict]:
         _tool("update_preference", "The incoming preference updates or contradicts a stored one: delete that one "
               "and store the incoming one.",
               {"to_insert_incoming_preference": text,
-               "pk_of_to_delete_existing_preference": {**pk, "description": "pk of the stored preference to replace."}}),
+               "pk_of_to_delete_existing_preference": {**pk, "description": "pk of the stored preference to replace."},
+               "polarity": polarity}),
     ]
     if multiple:
         tools.append(_tool("append_preference", "The incoming attribute differs from all stored ones: store it as well "
-                           "and keep the stored ones.", {"incoming_preference": text}))
+                           "and keep the stored ones.", {"incoming_preference": text, "polarity": polarity}))
     return tools
 
 
 def _shown(detail: DetailCategory, p: Preference | Candidate, pk: Optional[str] = None) -> dict[str, Any]:
-    d = {"detail_category": detail.name, "text": p.sentence, "attribute": p.attribute}
+    d = {"detail_category": detail.name, "text": p.sentence, "attribute": p.attribute, "polarity": p.polarity}
     return {"pk": pk, **d} if pk is not None else d
 
 
@@ -112,6 +121,8 @@ class LLMMaintainer:
     @staticmethod
     def _decision(candidate: Candidate, name: str, args: dict[str, Any], content: str) -> Decision:
         why = f"llm chose {name}" + (f": {content.strip()[:300]}" if content and content.strip() else "")
+        if args.get("polarity") in POLARITIES and name != "pass_preference":
+            candidate = candidate.model_copy(update={"polarity": args["polarity"]})
         if name == "append_preference":
             return Decision(action="append", candidate=candidate, reason=why)
         if name == "pass_preference":

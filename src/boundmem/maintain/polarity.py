@@ -1,8 +1,8 @@
 """Does a sentence *negate or revoke* a preference attribute, or affirm it?
 
-Maintenance needs this because an extractor usually reports the attribute a sentence is about
-("Italian"), not whether the user said they like it or are done with it ("I think I'm over
-Italian food"). Two detectors, same question:
+Maintenance no longer asks this: since issue 18 polarity is the extractor's data (`Candidate.polarity`),
+compared by the maintainers rather than judged again from the sentence. The model stays available for
+callers that only have a sentence and an attribute (and for its training recipe). Two detectors, same question:
 
 * `PolarityModel`: a logistic regression over MiniLM features of (detail, attribute, sentence),
   trained on the `maintenance_questions` (equal = 0, negate = 1) of CarMem users 51-100 only

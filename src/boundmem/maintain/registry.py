@@ -15,12 +15,11 @@ def make_maintainer(name: str, settings: Settings, embedder: Optional[Embedder])
     return MAINTAINERS.load(name, settings, embedder)
 
 
-@MAINTAINERS.register("local", "offline: MiniLM similarity + the polarity model")
+@MAINTAINERS.register("local", "offline: attribute identity, the extractor's polarity compared")
 def _local(settings: Settings, embedder: Optional[Embedder]) -> Maintainer:
-    from ..embed.registry import shared_or_settings
     from .local import LocalMaintainer
 
-    return LocalMaintainer(shared_or_settings(embedder, settings))
+    return LocalMaintainer(embedder)
 
 
 @MAINTAINERS.register("rules", "string rules, no model")

@@ -1,10 +1,5 @@
-"""The model-free maintainer: LocalMaintainer's rules with the cue lexicon as the only polarity judge.
-
-For installs without MiniLM and for tests that must not load a model. Same attribute identity,
-same negation handling ("not X" stored on a negation), so switching maintainers changes how well
-negations are recognised, not what the decisions mean. CarMem users 1-50: negate recognised
-.79 (vs .93 with the MiniLM polarity model).
-"""
+"""The model-free maintainer under its own name: LocalMaintainer's rules, which need no model (polarity is the
+extractor's data, compared rather than re-judged). Kept for installs and tests that name it."""
 from __future__ import annotations
 
 from .local import LocalMaintainer
@@ -12,9 +7,7 @@ from .local import LocalMaintainer
 
 class RuleMaintainer(LocalMaintainer):
     name = "rules"
-    # class-level, so subclasses that skip __init__ (test doubles do) still work
-    embedder = None
-    polarity = None
+    embedder = None  # class-level, so subclasses that skip __init__ (test doubles do) still work
 
     def __init__(self) -> None:
         super().__init__(embedder=None)

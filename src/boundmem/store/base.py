@@ -11,15 +11,17 @@ of the entries about it but never their hashes, so `verify_audit` still checks t
 """
 from __future__ import annotations
 
+import re
 import sqlite3
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Optional, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..errors import ConflictError, InputError, NotFoundError, StoreError  # NotFoundError, StoreError: also importable from here, as before
-from ..models import AuditEntry, Preference, UserExport
+from ..models import AuditEntry, Observation, Polarity, Preference, UserExport
 from ..schema.model import CategoryPath
 
 
@@ -66,10 +68,10 @@ class StoreTx(Protocol):
         """The user's stored preferences (of one detail category if given), read inside the transaction."""
 
     def insert(self, path: CategoryPath, attribute: str, sentence: str, embedding: np.ndarray,
-               conversation_id: Optional[str], cause: str) -> Preference: ...
+               conversation_id: Optional[str], cause: str, polarity: Polarity = "like") -> Preference: ...
 
     def replace(self, pref_id: str, attribute: str, sentence: str, embedding: np.ndarray,
-                conversation_id: Optional[str], cause: str) -> Preference:
+                conversation_id: Optional[str], cause: str, polarity: Polarity = "like") -> Preference:
         """Update in place (keeps the id, records before/after)."""
 
     def delete(self, pref_id: str, cause: str, why: str = "deleted on request") -> Preference:
@@ -77,6 +79,33 @@ class StoreTx(Protocol):
 
     def note(self, op: str, cause: str, preference_id: Optional[str] = None, detail: Optional[dict] = None) -> None:
         """Record a decision that changes nothing (e.g. maintenance 'pass') in the audit log."""
+
+    def observe(self, path: CategoryPath, attribute: str, polarity: Polarity, sentence: str,
+                conversation_id: Optional[str], cause: str) -> Observation:
+        """Record a one-off choice (audited "observe"); OptedOutError under an opt-out, as for preferences."""
+
+    def observations(self, path: Optional[CategoryPath] = None) -> list[Observation]: ...
+
+    def observation(self, obs_id: str) -> Observation:
+        """NotFoundError if the user holds no such observation."""
+
+    def matching_observations(self, path: CategoryPath, attribute: str, polarity: Polarity) -> list[Observation]:
+        """Observations of this category, value (by `normalise_value`) and polarity."""
+
+    def count_conversations(self, path: CategoryPath, attribute: str, polarity: Polarity) -> int:
+        """Distinct conversation ids among `matching_observations`: what promotion counts."""
+
+    def remove_observation(self, obs_id: str, op: Optional[str], cause: str, why: str) -> Observation:
+        """Delete one observation and erase its audit payloads; `op`/`why` are recorded without content (op None:
+        no entry)."""
+
+    def dismiss(self, obs_id: str, cause: str, why: str = "dismissed by the user") -> Observation: ...
+
+    def drop_observations(self, prefix: str, cause: str, why: str) -> list[Observation]:
+        """Erase every observation under a category prefix."""
+
+    def expire_observations(self, older_than: datetime, cause: str, why: str) -> list[Observation]:
+        """Erase the observations recorded before `older_than`."""
 
     def opt_outs(self) -> list[str]:
         """The user's opt-outs in force inside this transaction, including those made in it."""
@@ -106,6 +135,12 @@ class Store(Protocol):
         """The store's embedding dimension, fixed by the first vector ever written (None while there is none)."""
 
     def delete(self, user: str, pref_id: str, cause: str) -> Preference: ...
+
+    def observations(self, user: str, prefix: Optional[str] = None) -> list[Observation]:
+        """The user's observations (one-off choices), optionally under a path prefix; never part of `search`."""
+
+    def dismiss(self, user: str, obs_id: str, cause: str) -> Observation:
+        """Erase one observation (audited "dismiss", content-free); NotFoundError if unknown."""
 
     def opt_outs(self, user: str) -> list[str]: ...
 
@@ -163,6 +198,12 @@ def opt_out_prefix(prefix: str) -> str:
     if not p or any(not part.strip() for part in p.split("/")) or p.count("/") > 2:
         raise InputError(f"an opt-out names one category (main, main/sub or main/sub/detail), not {prefix!r}")
     return p
+
+
+def normalise_value(value: str) -> str:
+    """The form two values are compared in when counting repeated observations: "Jazz", " jazz " and "JAZZ!" are one
+    choice (case, spacing and surrounding punctuation do not make a new value)."""
+    return " ".join(re.sub(r"[^\w\s'&+-]", " ", value.casefold()).split())
 
 
 def blocking_rule(opt_outs: list[str], path: CategoryPath | str) -> Optional[str]:

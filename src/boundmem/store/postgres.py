@@ -25,7 +25,7 @@ Design choices (why, not what):
   gives no way to make its WAL, archives or replicas forget; the README says what is and is not promised.
 - A writer that waits more than `lock_timeout` seconds for a user's lock, or `pool_timeout` for a
   connection, gets StoreBusy (with a retry-after hint) instead of waiting on.
-- Tables use plain names (users, preferences, opt_outs, audit) like the SQLite file; give
+- Tables use plain names (users, preferences, observations, opt_outs, audit) like the SQLite file; give
   boundmem its own database, or a schema via the URL
   (`...?options=-csearch_path%3Dboundmem,public`).
 """
@@ -39,10 +39,10 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from ..errors import ConfigError, NotFoundError, StoreError
-from ..models import AuditEntry, Preference, UserExport, utcnow
+from ..models import AuditEntry, Observation, Preference, UserExport, utcnow
 from .base import AuditCheck, StoreBusy, unit
 from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, dim_mismatch, load_keys, migrate_legacy,
-                     row_to_pref, stack, verify_log)
+                     POLARITY_MIGRATION, row_to_obs, row_to_pref, stack, verify_log)
 
 try:
     import psycopg
@@ -64,8 +64,15 @@ _DDL = [
       seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
       id text PRIMARY KEY, user_id text NOT NULL, main text NOT NULL, sub text NOT NULL, detail text NOT NULL,
       attribute text NOT NULL, sentence text NOT NULL, conversation_id text,
-      created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, embedding vector NOT NULL)""",
+      created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, embedding vector NOT NULL,
+      polarity text NOT NULL DEFAULT 'like')""",
     "CREATE INDEX IF NOT EXISTS preferences_user ON preferences(user_id, main, sub, detail)",
+    """CREATE TABLE IF NOT EXISTS observations (
+      seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+      id text PRIMARY KEY, user_id text NOT NULL, main text NOT NULL, sub text NOT NULL, detail text NOT NULL,
+      attribute text NOT NULL, polarity text NOT NULL, sentence text NOT NULL, conversation_id text,
+      created_at timestamptz NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS observations_user ON observations(user_id, main, sub, detail)",
     """CREATE TABLE IF NOT EXISTS opt_outs (subject text NOT NULL, prefix text NOT NULL, at timestamptz NOT NULL,
       PRIMARY KEY (subject, prefix))""",
     """CREATE TABLE IF NOT EXISTS audit (
@@ -108,9 +115,9 @@ _LEGACY = [
     "ALTER TABLE users ADD COLUMN IF NOT EXISTS forgotten_at timestamptz",
 ]
 # vacuumed after an erasure, so the erased rows' dead tuples are removed from the tables' pages
-_ERASED_TABLES = "preferences, audit, users"
+_ERASED_TABLES = "preferences, observations, audit, users"
 
-_COLS = "id, user_id, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at"
+_COLS = "id, user_id, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at, polarity"
 _ORDER = "ORDER BY created_at, seq"
 DIALECT = Dialect(param="%s", user_col="user_id", order=_ORDER, stored_dim="vector_dims(embedding)",
                   distinct="IS DISTINCT FROM", now=utcnow, json=Jsonb, vector=lambda v: v, loads=lambda v: v)
@@ -176,8 +183,13 @@ class PostgresStore(SingleWrites):
                                      "the server, or have a superuser run CREATE EXTENSION vector in this database") from e
                 legacy = con.execute("SELECT 1 FROM information_schema.columns WHERE table_name='audit' "
                                      "AND column_name='user_id' AND table_schema=current_schema()").fetchone()
+                cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE "
+                                                  "table_name='preferences' AND table_schema=current_schema()")}
                 for stmt in (_LEGACY if legacy else []) + _DDL[1:]:
                     con.execute(stmt)
+                if cols and "polarity" not in cols:  # written before polarity was data
+                    con.execute("ALTER TABLE preferences ADD COLUMN polarity text NOT NULL DEFAULT 'like'")
+                    con.execute(POLARITY_MIGRATION)
                 self.keys = load_keys(con, DIALECT)
                 if legacy:
                     migrate_legacy(con, DIALECT, self.keys, "user_id")
@@ -290,7 +302,13 @@ class PostgresStore(SingleWrites):
 
     def vectors(self, user: str) -> tuple[list[Preference], np.ndarray]:
         rows = self._query(f"SELECT {_COLS}, embedding FROM preferences WHERE user_id=%s {_ORDER}", (user,))
-        return [row_to_pref(r) for r in rows], stack(user, [_vec(r[10]) for r in rows])
+        return [row_to_pref(r) for r in rows], stack(user, [_vec(r[11]) for r in rows])
+
+    def observations(self, user: str, prefix: Optional[str] = None) -> list[Observation]:
+        cond, params = _prefix_sql(prefix or "")
+        rows = self._query(f"SELECT {DIALECT.obs_cols} FROM observations WHERE user_id=%s AND {cond} "
+                           "ORDER BY created_at, seq", (user, *params))
+        return [row_to_obs(r) for r in rows]
 
     def embedding_dim(self) -> Optional[int]:
         """The dimension of the store's embeddings (fixed by the first vector written), or None while empty.
@@ -316,7 +334,7 @@ class PostgresStore(SingleWrites):
                 raise
             r = self._query("SELECT vector_dims(embedding) FROM preferences WHERE user_id=%s LIMIT 1", (user,))
             raise dim_mismatch(user, r[0][0] if r else -1, len(q)) from e
-        return [(row_to_pref(r), -float(r[10])) for r in rows]
+        return [(row_to_pref(r), -float(r[11])) for r in rows]
 
     def opt_outs(self, user: str) -> list[str]:
         return [r[0] for r in self._query("SELECT prefix FROM opt_outs WHERE subject=%s ORDER BY prefix",
@@ -342,7 +360,8 @@ class PostgresStore(SingleWrites):
         with self._begin() as con:  # one consistent snapshot across the three reads
             con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             return UserExport(user=user, exported_at=utcnow(), opt_outs=self.opt_outs(user),
-                              preferences=self.preferences(user), audit=self.audit(user))
+                              preferences=self.preferences(user), audit=self.audit(user),
+                              observations=self.observations(user))
 
     # --- writes outside ingest (delete, opt_out, opt_in: SingleWrites) ---------------------
     def forget(self, user: str, cause: str) -> int:

@@ -19,19 +19,34 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..errors import NotFoundError, StoreError
-from ..models import AuditEntry, Preference
+from ..models import AuditEntry, Observation, Polarity, Preference
 from ..schema.model import CategoryPath
-from .base import AuditCheck, EmbeddingDimensionError, OptedOutError, blocking_rule, opt_out_prefix, unit
+from .base import (AuditCheck, EmbeddingDimensionError, OptedOutError, blocking_rule, normalise_value, opt_out_prefix,
+                   unit)
 
 
 def row_to_pref(r) -> Preference:
     return Preference(id=r[0], user=r[1], path=CategoryPath(main=r[2], sub=r[3], detail=r[4]), attribute=r[5],
-                      sentence=r[6], conversation_id=r[7], created_at=r[8], updated_at=r[9])
+                      sentence=r[6], conversation_id=r[7], created_at=r[8], updated_at=r[9], polarity=r[10])
 
 
-def public(p: Preference) -> dict:
-    """The audit log's before/after image of a preference (JSON-safe)."""
+OBS_COLS = "id, {user}, main, sub, detail, attribute, polarity, sentence, conversation_id, created_at"
+
+
+def row_to_obs(r) -> Observation:
+    return Observation(id=r[0], user=r[1], path=CategoryPath(main=r[2], sub=r[3], detail=r[4]), attribute=r[5],
+                       polarity=r[6], sentence=r[7], conversation_id=r[8], created_at=r[9])
+
+
+def public(p: Preference | Observation) -> dict:
+    """The audit log's before/after image of a preference or an observation (JSON-safe)."""
     return p.model_dump(mode="json")
+
+
+# A store written before polarity was a column: dislikes were stored as the string "not X". Run once, when the
+# column is added (afterwards a value may really start with "Not": a song, a band).
+POLARITY_MIGRATION = ("UPDATE preferences SET attribute=substr(attribute, 5), polarity='dislike' "
+                      "WHERE lower(attribute) LIKE 'not %' AND length(trim(substr(attribute, 5))) > 0")
 
 
 def prepare_embedding(v: np.ndarray) -> np.ndarray:
@@ -174,11 +189,17 @@ class Dialect:
 
     @property
     def cols(self) -> str:
-        return f"id, {self.user_col}, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at"
+        return (f"id, {self.user_col}, main, sub, detail, attribute, sentence, conversation_id, created_at, "
+                "updated_at, polarity")
+
+    @property
+    def obs_cols(self) -> str:
+        return OBS_COLS.format(user=self.user_col)
 
     def sql(self, statement: str) -> str:
-        """Write statements with ? placeholders and {user}, {cols}, {order}, {distinct} fields."""
-        s = statement.format(user=self.user_col, cols=self.cols, order=self.order, distinct=self.distinct)
+        """Write statements with ? placeholders and {user}, {cols}, {obs}, {order}, {distinct} fields."""
+        s = statement.format(user=self.user_col, cols=self.cols, obs=self.obs_cols, order=self.order,
+                             distinct=self.distinct)
         return s.replace("?", self.param) if self.param != "?" else s
 
 
@@ -264,24 +285,28 @@ class SqlTx:
             raise dim_mismatch(self.user, self._dim, len(v))
         return self.d.vector(v)
 
-    def insert(self, path, attribute, sentence, embedding, conversation_id, cause) -> Preference:
+    def insert(self, path, attribute, sentence, embedding, conversation_id, cause,
+               polarity: Polarity = "like") -> Preference:
         self._check(path)
         vec = self._vector(embedding)
         now = self.d.now()
         pid = uuid.uuid4().hex
-        self._q("INSERT INTO preferences({cols}, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (pid, self.user, path.main, path.sub, path.detail, attribute, sentence, conversation_id, now, now, vec))
+        self._q("INSERT INTO preferences({cols}, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (pid, self.user, path.main, path.sub, path.detail, attribute, sentence, conversation_id, now, now,
+                 polarity, vec))
         p = self._get(pid)
         self._audit("insert", pid, None, public(p), cause, str(path),
                     "learned from a conversation" if conversation_id else "stored on request")
         return p
 
-    def replace(self, pref_id, attribute, sentence, embedding, conversation_id, cause) -> Preference:
+    def replace(self, pref_id, attribute, sentence, embedding, conversation_id, cause,
+                polarity: Polarity = "like") -> Preference:
         before = self._get(pref_id)
         self._check(before.path)
         vec = self._vector(embedding)
-        self._q("UPDATE preferences SET attribute=?, sentence=?, conversation_id=?, updated_at=?, embedding=? "
-                "WHERE id=? AND {user}=?", (attribute, sentence, conversation_id, self.d.now(), vec, pref_id, self.user))
+        self._q("UPDATE preferences SET attribute=?, sentence=?, conversation_id=?, updated_at=?, polarity=?, embedding=? "
+                "WHERE id=? AND {user}=?",
+                (attribute, sentence, conversation_id, self.d.now(), polarity, vec, pref_id, self.user))
         after = self._get(pref_id)
         self._audit("update", pref_id, public(before), public(after), cause, str(before.path),
                     "updated from a conversation" if conversation_id else "updated on request")
@@ -303,7 +328,73 @@ class SqlTx:
                         (preference_id, self.user)).fetchone()
             category = "/".join(r) if r else None
         self._audit(op, preference_id, None, detail, cause, category,
-                    "seen again in a conversation" if op == "pass" else op)
+                    {"pass": "seen again in a conversation", "promote": "promoted from observations"}.get(op, op))
+
+    # --- observations: one-off choices, kept apart from preferences (never recalled, never embedded) -------------
+    def observe(self, path: CategoryPath, attribute: str, polarity: Polarity, sentence: str,
+                conversation_id: Optional[str], cause: str) -> Observation:
+        """Record a one-off choice; refused under an opt-out exactly like a preference."""
+        self._check(path)
+        oid = uuid.uuid4().hex
+        self._q("INSERT INTO observations({obs}) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (oid, self.user, path.main, path.sub, path.detail, attribute, polarity, sentence, conversation_id,
+                 self.d.now()))
+        o = self.observation(oid)
+        self._audit("observe", oid, None, public(o), cause, str(path),
+                    "observed in a conversation" if conversation_id else "observed on request")
+        return o
+
+    def observations(self, path: Optional[CategoryPath] = None) -> list[Observation]:
+        """The user's observations (of one detail category if given), oldest first."""
+        if path is None:
+            rows = self._q("SELECT {obs} FROM observations WHERE {user}=? ORDER BY created_at, id", (self.user,))
+        else:
+            rows = self._q("SELECT {obs} FROM observations WHERE {user}=? AND main=? AND sub=? AND detail=? "
+                           "ORDER BY created_at, id", (self.user, path.main, path.sub, path.detail))
+        return [row_to_obs(r) for r in rows]
+
+    def observation(self, obs_id: str) -> Observation:
+        r = self._q("SELECT {obs} FROM observations WHERE id=? AND {user}=?", (obs_id, self.user)).fetchone()
+        if r is None:
+            raise NotFoundError(f"no observation {obs_id!r} for user {self.user!r}")
+        return row_to_obs(r)
+
+    def matching_observations(self, path: CategoryPath, attribute: str, polarity: Polarity) -> list[Observation]:
+        """Observations of the same category, value (normalised: case, spacing, punctuation) and polarity."""
+        key = normalise_value(attribute)
+        return [o for o in self.observations(path) if o.polarity == polarity and normalise_value(o.attribute) == key]
+
+    def count_conversations(self, path: CategoryPath, attribute: str, polarity: Polarity) -> int:
+        """In how many distinct conversations this (category, value, polarity) was observed."""
+        return len({o.conversation_id for o in self.matching_observations(path, attribute, polarity)
+                    if o.conversation_id})
+
+    def remove_observation(self, obs_id: str, op: Optional[str], cause: str, why: str) -> Observation:
+        """Delete an observation and erase it from the audit log (its entries keep metadata and content hash only);
+        `op` ("dismiss") is recorded without content; None records nothing (a promotion records its own entry)."""
+        before = self.observation(obs_id)
+        self._q("DELETE FROM observations WHERE id=? AND {user}=?", (obs_id, self.user))
+        self._erase("preference_id=?", (obs_id,))
+        if op is not None:
+            self._audit(op, obs_id, public(before), None, cause, str(before.path), why, keep_payload=False)
+        return before
+
+    def dismiss(self, obs_id: str, cause: str, why: str = "dismissed by the user") -> Observation:
+        return self.remove_observation(obs_id, "dismiss", cause, why)
+
+    def drop_observations(self, prefix: str, cause: str, why: str) -> list[Observation]:
+        """Erase the observations under a category prefix (opt-out purge, deletion of a category)."""
+        gone = [o for o in self.observations() if o.path.within(prefix)]
+        for o in gone:
+            self.remove_observation(o.id, "dismiss", cause, why)
+        return gone
+
+    def expire_observations(self, older_than: datetime, cause: str, why: str) -> list[Observation]:
+        """Erase the observations made before `older_than` (the retention period ran out)."""
+        gone = [o for o in self.observations() if o.created_at < older_than]
+        for o in gone:
+            self.remove_observation(o.id, "dismiss", cause, why)
+        return gone
 
     def opt_outs(self) -> list[str]:
         return list(self._opt)
@@ -323,6 +414,7 @@ class SqlTx:
         purged = [p for p in self.preferences() if p.path.within(prefix)]
         for p in purged:
             self.delete(p.id, f"opt-out of {prefix}", why=f"purged by the opt-out of {prefix}")
+        self.drop_observations(prefix, f"opt-out of {prefix}", why=f"purged by the opt-out of {prefix}")
         return purged
 
     def opt_in(self, prefix: str, cause: str) -> bool:
@@ -340,6 +432,7 @@ class SqlTx:
         Kept: the opt-outs (consent outlives forget), the audit entries' metadata and hashes (so the log stays
         verifiable), and a users row under the pseudonym saying when the user was forgotten."""
         n = self._q("DELETE FROM preferences WHERE {user}=?", (self.user,)).rowcount
+        self._q("DELETE FROM observations WHERE {user}=?", (self.user,))
         self._erase()
         r = self._q("SELECT created_at FROM users WHERE id=?", (self.user,)).fetchone()
         if r is not None:
@@ -366,10 +459,15 @@ class SingleWrites:
         with self.transaction(user) as tx:
             return tx.opt_in(prefix, cause)
 
+    def dismiss(self, user: str, obs_id: str, cause: str) -> Observation:
+        with self.transaction(user) as tx:
+            return tx.dismiss(obs_id, cause)
+
 
 _WHY = {"insert": "learned from a conversation", "update": "updated from a conversation", "delete": "deleted on request",
         "pass": "seen again in a conversation", "opt_out": "the user opted out", "opt_in": "the user opted back in",
-        "forget": "erasure of the user's memory"}
+        "forget": "erasure of the user's memory", "observe": "observed in a conversation",
+        "promote": "promoted from observations", "dismiss": "dismissed by the user"}
 
 
 def migrate_legacy(con: Any, d: Dialect, keys: AuditKeys, user_col: str) -> None:

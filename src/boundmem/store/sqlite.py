@@ -22,10 +22,10 @@ from typing import Iterator, Optional
 import numpy as np
 
 from ..errors import NotFoundError, StoreError
-from ..models import AuditEntry, Preference, UserExport, utcnow
+from ..models import AuditEntry, Observation, Preference, UserExport, utcnow
 from .base import AuditCheck, StoreBusy, blocking_rule, is_store_busy, unit
 from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, dim_mismatch, load_keys, migrate_legacy,
-                     row_to_pref, stack, verify_log)
+                     POLARITY_MIGRATION, row_to_obs, row_to_pref, stack, verify_log)
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,14 @@ _DDL = [
     """CREATE TABLE IF NOT EXISTS preferences (
       id TEXT PRIMARY KEY, user TEXT NOT NULL, main TEXT NOT NULL, sub TEXT NOT NULL, detail TEXT NOT NULL,
       attribute TEXT NOT NULL, sentence TEXT NOT NULL, conversation_id TEXT,
-      created_at TEXT NOT NULL, updated_at TEXT NOT NULL, embedding BLOB NOT NULL)""",
+      created_at TEXT NOT NULL, updated_at TEXT NOT NULL, embedding BLOB NOT NULL,
+      polarity TEXT NOT NULL DEFAULT 'like')""",
     "CREATE INDEX IF NOT EXISTS preferences_user ON preferences(user, main, sub, detail)",
+    """CREATE TABLE IF NOT EXISTS observations (
+      id TEXT PRIMARY KEY, user TEXT NOT NULL, main TEXT NOT NULL, sub TEXT NOT NULL, detail TEXT NOT NULL,
+      attribute TEXT NOT NULL, polarity TEXT NOT NULL, sentence TEXT NOT NULL, conversation_id TEXT,
+      created_at TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS observations_user ON observations(user, main, sub, detail)",
     """CREATE TABLE IF NOT EXISTS opt_outs (subject TEXT NOT NULL, prefix TEXT NOT NULL, at TEXT NOT NULL,
       PRIMARY KEY (subject, prefix))""",
     """CREATE TABLE IF NOT EXISTS audit (
@@ -60,7 +66,7 @@ _LEGACY = [
     "ALTER TABLE opt_outs RENAME TO opt_outs_v1", "ALTER TABLE users ADD COLUMN forgotten_at TEXT",
 ]
 
-_COLS = "id, user, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at"
+_COLS = "id, user, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at, polarity"
 # created_at alone ties when two rows land in the same microsecond; rowid keeps insertion order
 _ORDER = "ORDER BY created_at, rowid"
 
@@ -100,8 +106,12 @@ class SQLiteStore(SingleWrites):
         self._dim: Optional[int] = None
         with self._write() as con:
             legacy = "user" in {r[1] for r in con.execute("PRAGMA table_info(audit)")}
+            cols = {r[1] for r in con.execute("PRAGMA table_info(preferences)")}
             for stmt in (_LEGACY if legacy else []) + _DDL:
                 con.execute(stmt)
+            if cols and "polarity" not in cols:  # written before polarity was data
+                con.execute("ALTER TABLE preferences ADD COLUMN polarity TEXT NOT NULL DEFAULT 'like'")
+                con.execute(POLARITY_MIGRATION)
             self.keys = load_keys(con, DIALECT)
             if legacy:
                 migrate_legacy(con, DIALECT, self.keys, "user")
@@ -218,7 +228,13 @@ class SQLiteStore(SingleWrites):
         with self._use() as con:
             rows = con.execute(f"SELECT {_COLS}, embedding FROM preferences WHERE user=? {_ORDER}", (user,)).fetchall()
         prefs = [row_to_pref(r) for r in rows]
-        return prefs, stack(user, [np.frombuffer(r[10], dtype=np.float32) for r in rows])
+        return prefs, stack(user, [np.frombuffer(r[11], dtype=np.float32) for r in rows])
+
+    def observations(self, user: str, prefix: Optional[str] = None) -> list[Observation]:
+        with self._use() as con:
+            rows = con.execute(f"SELECT {DIALECT.obs_cols} FROM observations WHERE user=? ORDER BY created_at, rowid",
+                               (user,)).fetchall()
+        return [o for o in map(row_to_obs, rows) if prefix is None or o.path.within(prefix)]
 
     def embedding_dim(self) -> Optional[int]:
         """The dimension of the store's embeddings (fixed by the first vector written), or None while empty.
@@ -271,7 +287,8 @@ class SQLiteStore(SingleWrites):
             con.execute("BEGIN")  # one consistent snapshot across the three reads
             try:
                 return UserExport(user=user, exported_at=utcnow(), opt_outs=self.opt_outs(user),
-                                  preferences=self.preferences(user), audit=self.audit(user))
+                                  preferences=self.preferences(user), audit=self.audit(user),
+                                  observations=self.observations(user))
             finally:
                 con.execute("COMMIT")
 
