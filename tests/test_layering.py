@@ -15,7 +15,7 @@ PKG = SRC / "boundmem"
 # rank of each top-level module or package of boundmem; a module may import only ranks <= its own
 RANKS = {
     "errors": 0, "config": 0, "registry": 0,
-    "schema": 1, "models": 1, "conversation": 1, "user_id": 1,
+    "schema": 1, "models": 1, "conversation": 1, "messages": 1, "user_id": 1,
     "embed": 2, "llm": 2,
     "extract": 3, "maintain": 3,
     "store": 4,

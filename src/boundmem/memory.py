@@ -8,9 +8,10 @@ from typing import Any, Callable, Optional, Sequence
 from .config import Settings
 from .extract.base import Extractor, Warmable
 from .maintain.base import Maintainer, enforce_multiplicity
-from .models import (Candidate, ConsentAction, ConsentRecord, Conversation, Decision, IngestResult, Preference, RecallHit,
+from .models import (Candidate, ConsentAction, ConsentRecord, Decision, IngestResult, Preference, RecallHit,
                      UserExport, consent_records, utcnow)
 from .embed import Embedder
+from .messages import ConversationInput, to_conversation
 from .retrieve.retriever import Retriever
 from .retrieve.text import enriched_text
 from .schema.model import CategoryPath, Schema
@@ -59,13 +60,16 @@ class Memory:
     def user_schema(self, user: str) -> Schema:
         return self.schema.prune(self.store.opt_outs(user))
 
-    def add(self, conversation: Conversation, user: str, then: Optional[Callable[[Any, IngestResult], None]] = None
-            ) -> IngestResult:
+    def add(self, conversation: ConversationInput, user: str, then: Optional[Callable[[Any, IngestResult], None]] = None,
+            *, conversation_id: Optional[str] = None) -> IngestResult:
         """Ingest one conversation in one transaction: all its decisions land, or none do.
 
         Consent said in the conversation ("stop remembering where I like to eat", "forget my music preferences") is
         found first and applied in the same transaction (opt-out or deletion, the user's turn kept as the consent
-        record); those turns are left out of extraction, and an opted-out category out of the schema."""
+        record); those turns are left out of extraction, and an opted-out category out of the schema.
+        `conversation`: a `Conversation`, a list of `{"role", "content"}` messages or a string (`messages.py`); the
+        id, when neither it nor `conversation_id` gives one, is generated (`IngestResult.conversation_id`)."""
+        conversation = to_conversation(conversation, conversation_id)
         opted = self.store.opt_outs(user)
         schema = self.schema.prune(opted)
         requests = self.consent.detect(conversation, self.schema) if self.consent else []
@@ -88,11 +92,12 @@ class Memory:
             self._jobs = JobQueue(self.store, nice=self.jobs_nice)
         return self._jobs
 
-    def submit(self, conversation: Conversation, user: str, start_worker: bool = True):
+    def submit(self, conversation: ConversationInput, user: str, start_worker: bool = True, *,
+               conversation_id: Optional[str] = None):
         """Queue a conversation for `add` and return at once with its `Job` (committed, so it survives a crash).
         A worker thread of this Memory drains the queue (started here unless `start_worker=False`); follow it
-        with `job(id)` or `wait(id)`."""
-        job = self.jobs.submit(user, conversation)
+        with `job(id)` or `wait(id)`. Accepts what `add` accepts; the input is checked before anything is queued."""
+        job = self.jobs.submit(user, to_conversation(conversation, conversation_id))
         if start_worker:
             self.jobs.start(self)
         return job
