@@ -206,13 +206,19 @@ def _print_pref_blocks(prefs, title: str, schema) -> None:
 
 @prefs_app.command("list")
 def prefs_list(user: str = USER, db: str = DB, as_json: bool = typer.Option(False, "--json"),
-               schema: Optional[Path] = SCHEMA):
-    """Every stored preference with the sentence it came from."""
-    prefs = _store(db).preferences(user)
+               schema: Optional[Path] = SCHEMA, tenant: Optional[str] = TENANT):
+    """Every stored preference with the sentence it came from. A user the store does not hold is an error (exit 2;
+    a user of an API tenant is named with --tenant), never "0 preference(s)"."""
+    from .store.schema_record import check_schema
+
+    store, s = _store(db), _schema(schema)
+    check_schema(store, s)   # labels from another schema would name the wrong categories
+    sid = _existing(store, db, user, tenant)
+    prefs = store.preferences(sid)
     if as_json:
         print(json.dumps([p.model_dump(mode="json") for p in prefs], indent=2))
     else:
-        _print_prefs(prefs, f"{len(prefs)} preference(s) stored for {user}", _schema(schema))
+        _print_prefs(prefs, f"{len(prefs)} preference(s) stored for {sid}", s)
 
 
 @prefs_app.command("export")

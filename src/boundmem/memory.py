@@ -16,6 +16,7 @@ from .retrieve.retriever import Retriever
 from .retrieve.text import enriched_text
 from .schema.model import CategoryPath, Schema
 from .store.base import OptedOutError, Store, blocking_rule
+from .store.schema_record import bind_schema, check_schema
 
 
 @dataclass
@@ -35,8 +36,10 @@ class Memory:
     jobs_nice: int = 10   # nice value of the job worker thread (BOUNDMEM_JOBS_NICE)
     retriever: Retriever = field(init=False)
     _jobs: Any = field(default=None, init=False, repr=False)
+    _schema_bound: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        check_schema(self.store, self.schema)   # another schema's store is refused at opening (store/schema_record.py)
         self.retriever = Retriever(self.store, self.embedder, self.schema)
         if self.consent is None:
             from .extract.consent_llm import default_detector
@@ -82,6 +85,12 @@ class Memory:
         candidates = self.extractor.extract(conversation, schema).candidates if has_user_turns and schema.mains else []
         return self.apply(candidates, user, conversation.id, schema, then=then, consent=requests)
 
+    def _bind_schema(self) -> None:
+        """The first write records the schema in the store (or finds that another writer recorded another one)."""
+        if not self._schema_bound:
+            bind_schema(self.store, self.schema)
+            self._schema_bound = True
+
     # --- asynchronous ingestion (jobs.py: a durable queue in the store's database) -------------
     @property
     def jobs(self):
@@ -124,6 +133,7 @@ class Memory:
                 result.blocked.append(c)
         if not allowed and not consent:
             return result
+        self._bind_schema()
         vecs = self.embedder.embed([enriched_text(ref.detail, c.attribute, c.sentence) for c, ref in allowed]) if allowed else []
         cause_base = f"conversation {conversation_id}" if conversation_id else "direct"
         # Decide before taking the write lock: an LLM maintainer may take seconds, and holding the
@@ -215,6 +225,7 @@ class Memory:
     def opt_out(self, user: str, category: str) -> list[Preference]:
         """Stop remembering a main, sub or detail category, and purge what is held there."""
         prefix = self.schema.resolve_prefix(category)
+        self._bind_schema()
         return self.store.opt_out(user, prefix, cause=f"user opted out of {prefix}")
 
     def opt_in(self, user: str, category: str) -> bool:

@@ -467,3 +467,11 @@ def test_connections_of_ended_threads_are_released(store):
     held = store.connections() if hasattr(store, "connections") else len(store._all)
     assert held <= 2  # the calling thread's, and at most the last ended thread's
     assert store.users() == ["main"] + [f"t{n}" for n in range(6)]
+
+
+def test_schema_record_first_writer_wins_unless_replaced(store_factory):
+    a, b = store_factory(), store_factory()
+    assert a.schema_record() is None
+    assert a.record_schema('{"name": "one"}') == '{"name": "one"}'
+    assert b.record_schema('{"name": "two"}') == '{"name": "one"}'   # the other "process" sees the first record
+    assert b.record_schema('{"name": "two"}', replace=True) == '{"name": "two"}' and a.schema_record() == '{"name": "two"}'
