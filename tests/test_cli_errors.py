@@ -102,3 +102,25 @@ def test_prefs_list_of_a_tenant_user_names_the_tenant_form(tmp_path):
     assert r.exit_code == 0 and [p["attribute"] for p in _json.loads(r.output)] == ["Italian"]
     r = runner.invoke(app, ["prefs", "list", "-u", "nobody", "--db", str(db)])
     assert r.exit_code == 2 and "no user 'nobody'" in r.output
+
+
+def test_bench_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
+    """#21: a missing extra names itself (exit 2, no ModuleNotFoundError traceback), before any work is done."""
+    import sys
+
+    from typer.testing import CliRunner
+
+    from boundmem.cli import _mount, app
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)   # as if not installed: find_spec None, import fails
+    _mount("bench")
+    runner = CliRunner()
+    (tmp_path / "d.jsonl").write_text("")
+    r = runner.invoke(app, ["bench", "carmem", "--data", str(tmp_path / "d.jsonl"), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "pip install 'boundmem[bench]'" in r.output, r.output
+    assert not isinstance(r.exception, ModuleNotFoundError) and "Traceback" not in r.output
+    assert runner.invoke(app, ["bench", "carmem", "--help"]).exit_code == 0
+    from boundmem.bench.report import MissingExtraError, _plt
+
+    with pytest.raises(MissingExtraError, match=r"boundmem\[bench\]"):
+        _plt()

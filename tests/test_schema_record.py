@@ -94,3 +94,22 @@ def test_cli_without_schema_on_a_smarthome_store_exits_2_naming_both(tmp_path):
                 ["ingest", str(conv), "-u", "ann", *FAST], ["opt-out", "Music", "-u", "ann"]):
         r = runner.invoke(app, [*cmd, "--db", str(db)])
         assert r.exit_code == 2 and "'smarthome'" in r.output and "'incar'" in r.output, (cmd, r.output)
+
+
+def test_schema_migrate_records_the_new_schema_deliberately(tmp_path, smarthome):
+    db = tmp_path / "home.db"
+    store = SQLiteStore(db)
+    mem(store, smarthome).add("I love jazz.", "ann")
+    grown = tmp_path / "incar.yaml"
+    from boundmem.schema.load import dump_yaml
+
+    grown.write_text(dump_yaml(builtin_schema()))
+    r = runner.invoke(app, ["schema", "migrate", "--db", str(db), "--schema", str(grown)], input="n\n")
+    assert r.exit_code == 1 and json.loads(store.schema_record())["name"] == "smarthome"   # declined: unchanged
+    r = runner.invoke(app, ["schema", "migrate", "--db", str(db), "--schema", str(grown), "--yes"])
+    assert r.exit_code == 0 and "1 stored preference(s) under categories the new schema lacks" in r.output, r.output
+    m = mem(store, builtin_schema())            # opens now; the smart-home preference is kept and erasable
+    (p,) = m.preferences("ann")
+    m.delete("ann", p.id)
+    assert m.preferences("ann") == []
+    store.close()
