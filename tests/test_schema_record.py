@@ -113,3 +113,18 @@ def test_schema_migrate_records_the_new_schema_deliberately(tmp_path, smarthome)
     m.delete("ann", p.id)
     assert m.preferences("ann") == []
     store.close()
+
+
+def test_readme_schema_section_example_loads():
+    from pathlib import Path
+
+    from boundmem.schema.load import load_yaml
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Your own schema"):readme.index("## Settings")]
+    block = section[section.index("```yaml") + 7:]
+    s = load_yaml(block[:block.index("```")], "README")
+    kinds = {ref.detail.name: ref.detail.value_kind for ref in s.details()}
+    assert kinds == {"Preferred Room Temperature": "closed", "Favorite Artist": "open"}
+    for cmd in ("schema validate", "schema show", "schema migrate", "load_schema", "Memory.local("):
+        assert cmd in section
