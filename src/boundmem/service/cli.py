@@ -126,21 +126,25 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
     limits = _limits(max_turns, max_turn_chars, max_total_chars)
     factory = _memory_factory(db, schema, extractor, maintainer, embedder)
     sock = _listen(host, port)
-    if warm:  # so the first user does not wait for a model load
-        typer.echo("loading models ...", err=True)
-        mem = factory()
-        mem.warm()
-        factory = mem
-    import uvicorn
+    port = sock.getsockname()[1]   # --port 0: the one the system chose
+    try:
+        if warm:  # so the first user does not wait for a model load
+            typer.echo("loading models ...", err=True)
+            mem = factory()
+            mem.warm()
+            factory = mem
+        import uvicorn
 
-    typer.echo(f"boundmem serving {len(ring.tenants)} tenant(s) on http://{host}:{port} (page: /ui, API docs: /docs)", err=True)
-    limiter = RateLimiter(rate, burst or max(1, int(round(2 * rate)))) if rate > 0 else None
-    from .accesslog import install
+        typer.echo(f"boundmem serving {len(ring.tenants)} tenant(s) on http://{host}:{port} (page: /ui, API docs: /docs)", err=True)
+        limiter = RateLimiter(rate, burst or max(1, int(round(2 * rate)))) if rate > 0 else None
+        from .accesslog import install
 
-    config = uvicorn.Config(create_app(factory, ring, max_body_bytes=max_body, rate_limit=limiter, limits=limits,
-                                       tokens=issuer), host=host, port=port, log_level="info")
-    install()   # after uvicorn set up its loggers: the access log shows pseudonyms, never user ids
-    uvicorn.Server(config).run(sockets=[sock])
+        config = uvicorn.Config(create_app(factory, ring, max_body_bytes=max_body, rate_limit=limiter, limits=limits,
+                                           tokens=issuer), host=host, port=port, log_level="info")
+        install()   # after uvicorn set up its loggers: the access log shows pseudonyms, never user ids
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 @app.command("mcp")
