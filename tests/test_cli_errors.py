@@ -81,3 +81,46 @@ def test_an_llm_extractor_without_key_or_endpoint_is_a_setting_to_fix_exit_2(tmp
                                       "--extractor", "llm", "--maintainer", "rules", "--embedder", "hash"])
     assert r.exit_code == 2, r.output
     assert "no API key" in r.stderr and "BOUNDMEM_LLM_API_KEY" in r.stderr and "Traceback" not in r.output
+
+
+def test_prefs_list_of_a_tenant_user_names_the_tenant_form(tmp_path):
+    """#21: `prefs list -u dana` when only acme:dana exists is an error naming --tenant acme, not "0 preference(s)"."""
+    import json as _json
+
+    from typer.testing import CliRunner
+
+    from boundmem.cli import app
+
+    runner = CliRunner()
+    db, f = tmp_path / "t.db", tmp_path / "c.json"
+    f.write_text(_json.dumps({"id": "c", "turns": [{"role": "user", "text": "Italian food is my favourite, always."}]}))
+    fast = ["--extractor", "keyword", "--maintainer", "rules", "--embedder", "hash"]
+    assert runner.invoke(app, ["ingest", str(f), "-u", "acme:dana", "--db", str(db), *fast]).exit_code == 0
+    r = runner.invoke(app, ["prefs", "list", "-u", "dana", "--db", str(db)])
+    assert r.exit_code == 2 and "--tenant acme" in r.output and "0 preference" not in r.output
+    r = runner.invoke(app, ["prefs", "list", "--tenant", "acme", "-u", "dana", "--db", str(db), "--json"])
+    assert r.exit_code == 0 and [p["attribute"] for p in _json.loads(r.output)] == ["Italian"]
+    r = runner.invoke(app, ["prefs", "list", "-u", "nobody", "--db", str(db)])
+    assert r.exit_code == 2 and "no user 'nobody'" in r.output
+
+
+def test_bench_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
+    """#21: a missing extra names itself (exit 2, no ModuleNotFoundError traceback), before any work is done."""
+    import sys
+
+    from typer.testing import CliRunner
+
+    from boundmem.cli import _mount, app
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)   # as if not installed: find_spec None, import fails
+    _mount("bench")
+    runner = CliRunner()
+    (tmp_path / "d.jsonl").write_text("")
+    r = runner.invoke(app, ["bench", "carmem", "--data", str(tmp_path / "d.jsonl"), "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "pip install 'boundmem[bench]'" in r.output, r.output
+    assert not isinstance(r.exception, ModuleNotFoundError) and "Traceback" not in r.output
+    assert runner.invoke(app, ["bench", "carmem", "--help"]).exit_code == 0
+    from boundmem.bench.report import MissingExtraError, _plt
+
+    with pytest.raises(MissingExtraError, match=r"boundmem\[bench\]"):
+        _plt()

@@ -114,12 +114,12 @@ def test_serve_builds_the_embedder_named_by_boundmem_embedder(tmp_path, monkeypa
         return object()
 
     monkeypatch.setattr(service_app, "create_app", fake_create_app)
-    monkeypatch.setattr(uvicorn.Server, "run", lambda self: None)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: None)
     monkeypatch.setattr(accesslog, "install", lambda: None)
     monkeypatch.setenv("BOUNDMEM_EMBEDDER", "hash")
     keys = tmp_path / "keys.toml"
     keys.write_text('[keys]\n"bm-test-key-0123456789abcdef0123" = "acme"\n')
-    r = CliRunner().invoke(serve_app, ["--db", str(tmp_path / "s.db"), "--keys", str(keys), "--lazy",
+    r = CliRunner().invoke(serve_app, ["--db", str(tmp_path / "s.db"), "--keys", str(keys), "--lazy", "--port", "0",
                                        "--extractor", "keyword", "--maintainer", "rules"])
     assert r.exit_code == 0, r.output
     mem = built["factory"]()
@@ -213,7 +213,7 @@ def test_serve_with_an_endpoint_it_cannot_use_stops_at_start(args, env, named, t
     from boundmem.service.cli import app as serve_app
 
     started = []
-    monkeypatch.setattr(uvicorn.Server, "run", lambda self: started.append(True))
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: started.append(True))
     monkeypatch.setattr(accesslog, "install", lambda: None)
     for k in ("BOUNDMEM_LLM_API_KEY", "OPENAI_API_KEY", "AZURE_OPENAI_API_KEY", "BOUNDMEM_LLM_BASE_URL", "OPENAI_BASE_URL",
               "BOUNDMEM_LLM_AZURE_ENDPOINT", "BOUNDMEM_EMBEDDER"):

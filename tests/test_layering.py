@@ -15,12 +15,12 @@ PKG = SRC / "boundmem"
 # rank of each top-level module or package of boundmem; a module may import only ranks <= its own
 RANKS = {
     "errors": 0, "config": 0, "registry": 0,
-    "schema": 1, "models": 1, "conversation": 1, "user_id": 1,
+    "schema": 1, "models": 1, "conversation": 1, "messages": 1, "user_id": 1,
     "embed": 2, "llm": 2,
     "extract": 3, "maintain": 3,
     "store": 4,
     "retrieve": 5,
-    "memory": 6, "jobs": 6, "caim": 6,
+    "memory": 6, "async_memory": 6, "jobs": 6, "caim": 6,
     "api_models": 7, "client": 7, "cli_options": 7, "service": 7, "proxy": 7, "bench": 7, "cli": 7, "demo": 7, "<root>": 7,
 }
 TOP = 7

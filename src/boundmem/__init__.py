@@ -6,12 +6,13 @@ from .embed.base import Embedder
 from .extract.base import Extraction, Extractor
 from .maintain.base import Maintainer, Reconciliation
 from .memory import Memory, build_memory
+from .async_memory import AsyncMemory
 from .store.base import Store
 from .models import AuditEntry, Candidate, Conversation, Decision, IngestResult, Preference, RecallHit, Turn, UserExport
 from .schema import CategoryPath, Schema, builtin_schema, load_schema
 
 __version__ = "0.1.0"
-__all__ = ["Memory", "build_memory", "Settings", "Embedder", "Extractor", "Extraction", "Maintainer", "Reconciliation",
+__all__ = ["Memory", "AsyncMemory", "build_memory", "Settings", "Embedder", "Extractor", "Extraction", "Maintainer", "Reconciliation",
            "Store", "AuditEntry", "Candidate", "Conversation", "Decision", "IngestResult", "Preference", "RecallHit",
            "Turn", "UserExport", "CategoryPath", "Schema", "builtin_schema", "load_schema", "Client", "AsyncClient",
            "BoundmemError", "InputError", "LimitError", "NotFoundError", "ConflictError", "UpstreamError", "StoreError",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .models import Candidate, ConsentAction, ConsentRecord, Decision, Turn
 from .schema.model import CategoryPath
@@ -15,8 +15,19 @@ class ConversationIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(min_length=1, max_length=200, description="Your id for the conversation; kept as provenance.")
-    turns: list[Turn] = Field(min_length=1, max_length=1000)
+    id: Optional[str] = Field(None, min_length=1, max_length=200, description="Your id for the conversation; kept as "
+                              "provenance. Left out: one is generated and returned as `conversation_id`.")
+    turns: Optional[list[Turn]] = Field(None, min_length=1, max_length=1000, description="`[{role, text}]`; or give "
+                                        "`messages` instead.")
+    messages: Optional[Union[str, list[dict[str, Any]]]] = Field(
+        None, max_length=1000, description="Instead of `turns`: the `[{role, content}]` list an LLM SDK holds (system "
+        "and tool messages are ignored), or a string (one user turn).")
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> "ConversationIn":
+        if (self.turns is None) == (self.messages is None):
+            raise ValueError("give exactly one of 'turns' and 'messages'")
+        return self
     at: Optional[datetime] = Field(None, description="Accepted for compatibility and ignored: preferences are dated "
                                                      "when stored.")
 

@@ -113,6 +113,32 @@ def schema_validate(path: Path):
     console.print(f"[green]ok[/green] {path}: {m} main, {sb} sub, {d} detail categories")
 
 
+@schema_app.command("migrate")
+def schema_migrate(schema: Optional[Path] = SCHEMA, db: str = DB,
+                   yes: bool = typer.Option(False, "--yes", help="Do not ask.")):
+    """Record another schema for a store deliberately (a store refuses any schema but the one it records).
+    Preferences under categories the new schema lacks are kept, listed by `prefs list` under their path and
+    erasable (`prefs delete`, `prefs forget`); they are counted here first."""
+    import json as _json
+
+    from .store.schema_record import schema_record
+
+    store, s = _store(db), _schema(schema)
+    held = store.schema_record()
+    old = _json.loads(held) if held else None
+    if old is not None and (old.get("name"), old.get("fingerprint")) == (s.name, s.fingerprint):
+        console.print(f"{db} already records schema {s.name!r}; nothing to do")
+        return
+    orphans = sum(1 for u in store.users() for p in store.preferences(u) if not s.allows(p.path))
+    console.print(f"{db}: schema {old.get('name') if old else 'none recorded'!r} -> {s.name!r} (version {s.version}, "
+                  f"fingerprint {s.fingerprint}); {orphans} stored preference(s) under categories the new schema "
+                  "lacks (kept, visible and erasable)", soft_wrap=True)
+    if not yes and not typer.confirm("Record the new schema?"):
+        raise typer.Exit(1)
+    store.record_schema(schema_record(s), replace=True)
+    console.print(f"recorded schema {s.name!r}")
+
+
 # --- ingest / recall ------------------------------------------------------------------------
 @app.command()
 def ingest(file: Path, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA,
@@ -206,13 +232,19 @@ def _print_pref_blocks(prefs, title: str, schema) -> None:
 
 @prefs_app.command("list")
 def prefs_list(user: str = USER, db: str = DB, as_json: bool = typer.Option(False, "--json"),
-               schema: Optional[Path] = SCHEMA):
-    """Every stored preference with the sentence it came from."""
-    prefs = _store(db).preferences(user)
+               schema: Optional[Path] = SCHEMA, tenant: Optional[str] = TENANT):
+    """Every stored preference with the sentence it came from. A user the store does not hold is an error (exit 2;
+    a user of an API tenant is named with --tenant), never "0 preference(s)"."""
+    from .store.schema_record import check_schema
+
+    store, s = _store(db), _schema(schema)
+    check_schema(store, s)   # labels from another schema would name the wrong categories
+    sid = _existing(store, db, user, tenant)
+    prefs = store.preferences(sid)
     if as_json:
         print(json.dumps([p.model_dump(mode="json") for p in prefs], indent=2))
     else:
-        _print_prefs(prefs, f"{len(prefs)} preference(s) stored for {user}", _schema(schema))
+        _print_prefs(prefs, f"{len(prefs)} preference(s) stored for {sid}", s)
 
 
 @prefs_app.command("export")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Optional, Union
+from typing import Any, Optional
 from urllib.parse import quote
 
 import httpx
@@ -27,7 +27,8 @@ from .api_models import (ForgetOut, IngestOut, JobOut, OptInOut, OptOutList, Opt
                          RecallOut, RevokeOut, TokenOut, WhoAmIOut)
 from .errors import BoundmemError, ConflictError, InputError, LimitError, NotFoundError
 from .extract.base import ExtractionError
-from .models import Conversation, UserExport
+from .messages import ConversationInput, to_conversation
+from .models import UserExport
 from .schema.model import Schema
 from .store.base import EmbeddingDimensionError, StoreBusy
 
@@ -107,10 +108,9 @@ def _u(user: str) -> str:
     return quote(user, safe="")
 
 
-def _conversation(c: Union[Conversation, dict]) -> dict:
-    if isinstance(c, Conversation):
-        return c.model_dump(mode="json", exclude_none=True)
-    return dict(c)
+def _conversation(c: ConversationInput, conversation_id: Optional[str]) -> dict:
+    """Read here by the server's own rule (`messages.py`), so a wrong shape is an InputError before any request."""
+    return to_conversation(c, conversation_id).model_dump(mode="json", exclude_none=True)
 
 
 class _Ops:
@@ -119,13 +119,15 @@ class _Ops:
     def _call(self, method: str, path: str, model: Any, **kw):  # pragma: no cover - implemented by the clients
         raise NotImplementedError
 
-    def add(self, user: str, conversation: Union[Conversation, dict], wait: bool = True):
-        """Learn from a conversation: `IngestOut` when `wait`, else `JobOut` at once (202; applied by the server's
-        worker in order per user: follow it with `job` / `wait_job`)."""
+    def add(self, user: str, conversation: ConversationInput, wait: bool = True, *,
+            conversation_id: Optional[str] = None):
+        """Learn from a conversation (what `Memory.add` accepts: a Conversation, `[{role, content}]` messages or a
+        string): `IngestOut` when `wait`, else `JobOut` at once (202; applied by the server's worker in order per
+        user: follow it with `job` / `wait_job`)."""
+        body = _conversation(conversation, conversation_id)
         if wait:
-            return self._call("POST", f"/v1/users/{_u(user)}/conversations", IngestOut, json=_conversation(conversation))
-        return self._call("POST", f"/v1/users/{_u(user)}/conversations", JobOut, json=_conversation(conversation),
-                          params={"async": "true"})
+            return self._call("POST", f"/v1/users/{_u(user)}/conversations", IngestOut, json=body)
+        return self._call("POST", f"/v1/users/{_u(user)}/conversations", JobOut, json=body, params={"async": "true"})
 
     def job(self, user: str, job_id: str):
         return self._call("GET", f"/v1/users/{_u(user)}/jobs/{_u(job_id)}", JobOut)

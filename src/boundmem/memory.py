@@ -13,10 +13,12 @@ from .maintain.base import Maintainer, enforce_multiplicity
 from .models import (Candidate, ConsentAction, ConsentRecord, Conversation, Decision, IngestResult, Observation,
                      Preference, RecallHit, UserExport, consent_records, utcnow)
 from .embed import Embedder
+from .messages import ConversationInput, to_conversation
 from .retrieve.retriever import Retriever
 from .retrieve.text import enriched_text
 from .schema.model import CategoryPath, Schema
 from .store.base import OptedOutError, Store, blocking_rule, normalise_value
+from .store.schema_record import bind_schema, check_schema
 
 
 @dataclass
@@ -38,8 +40,10 @@ class Memory:
     observation_days: float = 90.0  # days an unconfirmed observation is kept (BOUNDMEM_OBSERVATION_DAYS)
     retriever: Retriever = field(init=False)
     _jobs: Any = field(default=None, init=False, repr=False)
+    _schema_bound: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        check_schema(self.store, self.schema)   # another schema's store is refused at opening (store/schema_record.py)
         self.retriever = Retriever(self.store, self.embedder, self.schema)
         if self.consent is None:
             from .extract.consent_llm import default_detector
@@ -63,13 +67,16 @@ class Memory:
     def user_schema(self, user: str) -> Schema:
         return self.schema.prune(self.store.opt_outs(user))
 
-    def add(self, conversation: Conversation, user: str, then: Optional[Callable[[Any, IngestResult], None]] = None
-            ) -> IngestResult:
+    def add(self, conversation: ConversationInput, user: str, then: Optional[Callable[[Any, IngestResult], None]] = None,
+            *, conversation_id: Optional[str] = None) -> IngestResult:
         """Ingest one conversation in one transaction: all its decisions land, or none do.
 
         Consent said in the conversation ("stop remembering where I like to eat", "forget my music preferences") is
         found first and applied in the same transaction (opt-out or deletion, the user's turn kept as the consent
-        record); those turns are left out of extraction, and an opted-out category out of the schema."""
+        record); those turns are left out of extraction, and an opted-out category out of the schema.
+        `conversation`: a `Conversation`, a list of `{"role", "content"}` messages or a string (`messages.py`); the
+        id, when neither it nor `conversation_id` gives one, is generated (`IngestResult.conversation_id`)."""
+        conversation = to_conversation(conversation, conversation_id)
         opted = self.store.opt_outs(user)
         schema = self.schema.prune(opted)
         requests = self.consent.detect(conversation, self.schema) if self.consent else []
@@ -82,6 +89,12 @@ class Memory:
         candidates = self.extractor.extract(conversation, schema).candidates if has_user_turns and schema.mains else []
         return self.apply(candidates, user, conversation.id, schema, then=then, consent=requests)
 
+    def _bind_schema(self) -> None:
+        """The first write records the schema in the store (or finds that another writer recorded another one)."""
+        if not self._schema_bound:
+            bind_schema(self.store, self.schema)
+            self._schema_bound = True
+
     # --- asynchronous ingestion (jobs.py: a durable queue in the store's database) -------------
     @property
     def jobs(self):
@@ -92,11 +105,12 @@ class Memory:
             self._jobs = JobQueue(self.store, nice=self.jobs_nice)
         return self._jobs
 
-    def submit(self, conversation: Conversation, user: str, start_worker: bool = True):
+    def submit(self, conversation: ConversationInput, user: str, start_worker: bool = True, *,
+               conversation_id: Optional[str] = None):
         """Queue a conversation for `add` and return at once with its `Job` (committed, so it survives a crash).
         A worker thread of this Memory drains the queue (started here unless `start_worker=False`); follow it
-        with `job(id)` or `wait(id)`."""
-        job = self.jobs.submit(user, conversation)
+        with `job(id)` or `wait(id)`. Accepts what `add` accepts; the input is checked before anything is queued."""
+        job = self.jobs.submit(user, to_conversation(conversation, conversation_id))
         if start_worker:
             self.jobs.start(self)
         return job
@@ -127,6 +141,7 @@ class Memory:
                 result.blocked.append(c)
         if not allowed and not consent:
             return result
+        self._bind_schema()
         vecs = self.embedder.embed([_text(ref, c) for c, ref in allowed]) if allowed else []
         vec_of = {c: v for (c, _), v in zip(allowed, vecs)}
         observed = [(c, ref) for c, ref in allowed if c.evidence == "observed"]
@@ -281,6 +296,7 @@ class Memory:
     def opt_out(self, user: str, category: str) -> list[Preference]:
         """Stop remembering a main, sub or detail category, and purge what is held there."""
         prefix = self.schema.resolve_prefix(category)
+        self._bind_schema()
         return self.store.opt_out(user, prefix, cause=f"user opted out of {prefix}")
 
     def opt_in(self, user: str, category: str) -> bool:

@@ -200,7 +200,7 @@ def test_serve_has_a_rate_limit_unless_told_otherwise(tmp_path, monkeypatch):
     monkeypatch.setattr("uvicorn.Server.run", lambda *a, **kw: None)
     keys = tmp_path / "k.json"
     keys.write_text(json.dumps({KEY_A: "acme"}))
-    base = ["--keys", str(keys), "--db", str(tmp_path / "x.db"), "--lazy", "--embedder", "hash"]
+    base = ["--keys", str(keys), "--db", str(tmp_path / "x.db"), "--lazy", "--embedder", "hash", "--port", "0"]
     assert CliRunner().invoke(serve_app, base).exit_code == 0
     assert CliRunner().invoke(serve_app, [*base, "--rate-limit", "0"]).exit_code == 0
     assert seen[0] is not None and (seen[0].rate, seen[0].burst) == (20.0, 40) and seen[1] is None

@@ -592,3 +592,11 @@ def test_opt_out_forget_and_expiry_erase_observations(store):
     store.forget("u", cause="forget")
     assert store.observations("u") == []
     assert store.verify_audit().ok
+
+
+def test_schema_record_first_writer_wins_unless_replaced(store_factory):
+    a, b = store_factory(), store_factory()
+    assert a.schema_record() is None
+    assert a.record_schema('{"name": "one"}') == '{"name": "one"}'
+    assert b.record_schema('{"name": "two"}') == '{"name": "one"}'   # the other "process" sees the first record
+    assert b.record_schema('{"name": "two"}', replace=True) == '{"name": "two"}' and a.schema_record() == '{"name": "two"}'

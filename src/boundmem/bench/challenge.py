@@ -111,10 +111,15 @@ def run_challenge(cfg: ChallengeConfig, components: Optional[Components] = None)
     splits = _splits(cfg)
     results: dict[str, Any] = {"sets": {}, "slurp": None}
     with progress(cfg.show_progress) as prog, tempfile.TemporaryDirectory(prefix="challenge-bench-") as tmp:
-        store = SQLiteStore(Path(tmp) / "challenge.db")
+        stores: list[SQLiteStore] = []
+
+        def fresh_store(name: str) -> SQLiteStore:   # one per schema: a store records the schema that filled it
+            stores.append(SQLiteStore(Path(tmp) / f"{name}.db"))
+            return stores[-1]
+
         try:
             for cs in sets:
-                mem = Memory(schema=cs.schema, store=store, extractor=comp.extractor, maintainer=comp.maintainer,
+                mem = Memory(schema=cs.schema, store=fresh_store(cs.name), extractor=comp.extractor, maintainer=comp.maintainer,
                              embedder=comp.embedder)
                 with watch.stage(f"warm ({cs.name} schema)"):
                     mem.warm()
@@ -127,7 +132,7 @@ def run_challenge(cfg: ChallengeConfig, components: Optional[Components] = None)
                     "missing_files": list(cs.missing_files), "n": len(records),
                     "summary": summarise_set(records, splits), "items": records}
             if slurp:
-                mem = Memory(schema=builtin_schema(), store=store, extractor=comp.extractor, maintainer=comp.maintainer,
+                mem = Memory(schema=builtin_schema(), store=fresh_store("slurp"), extractor=comp.extractor, maintainer=comp.maintainer,
                              embedder=comp.embedder)
                 with watch.stage("warm (SLURP, incar schema)"):
                     mem.warm()
@@ -144,7 +149,8 @@ def run_challenge(cfg: ChallengeConfig, components: Optional[Components] = None)
                                 for sp in splits},
                     "items": rows}
         finally:
-            store.close()
+            for store in stores:
+                store.close()
     results["config"] = cfg.model_dump(mode="json") | {
         "data_dir": str(data_dir), "extractor_class": type(comp.extractor).__name__,
         "maintainer_class": type(comp.maintainer).__name__, "embedder_class": type(comp.embedder).__name__}

@@ -5,6 +5,7 @@ formatting lives here once; nothing in this module knows about a particular benc
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Sequence, TypeVar
+
+from ..errors import ConfigError
 
 T = TypeVar("T")
 
@@ -224,7 +227,21 @@ def track(prog: Any, items: Sequence[T], description: str) -> Iterator[T]:
 
 
 # --- plots -----------------------------------------------------------------------------------
+class MissingExtraError(ConfigError):
+    """An optional dependency of the command is not installed; names the extra that brings it."""
+
+
+PLOTTING = ("carmem", "gvd", "perf")   # the bench commands whose reports have plots
+
+
+def require_plots() -> None:
+    """Checked before a benchmark runs, so a missing matplotlib stops it at once, not after minutes of work."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise MissingExtraError("the benchmark plots need matplotlib: pip install 'boundmem[bench]'")
+
+
 def _plt():
+    require_plots()
     import matplotlib
 
     matplotlib.use("Agg")  # files only; never a display

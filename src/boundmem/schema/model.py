@@ -7,6 +7,7 @@ be extracted, stored or recalled.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from functools import cached_property
 from typing import Iterable, Iterator, Literal, Optional
@@ -156,6 +157,14 @@ class Schema(BaseModel):
 
     def details(self) -> Iterator[DetailRef]:
         return iter(self._refs)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """SHA-256 (16 hex digits) of the category tree as stored rows refer to it: every detail path and whether it
+        holds one preference or several. Wording (names, descriptions, attributes, examples) is left out, so fixing
+        a description does not make a store refuse its own schema; a category added, removed or re-keyed does."""
+        tree = sorted(f"{ref.path}:{int(ref.detail.multiple)}" for ref in self._refs)
+        return hashlib.sha256("\n".join(tree).encode("utf-8")).hexdigest()[:16]
 
     def counts(self) -> tuple[int, int, int]:
         return (len(self.mains), sum(len(m.subs) for m in self.mains), sum(1 for _ in self.details()))

@@ -19,6 +19,29 @@ def _fail(msg: str) -> None:
     raise typer.Exit(2)
 
 
+def _listen(host: str, port: int):
+    """The listening socket, bound before anything is loaded or announced and handed to uvicorn, so a taken port
+    is one clear error (exit 1, README's "serve failed") instead of "serving ..." followed by uvicorn's exit 3."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise InputError(f"--host {host!r}: cannot resolve it ({e.strerror})") from None
+    family = infos[0][0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(infos[0][4])
+    except OSError as e:
+        sock.close()
+        typer.echo(f"error: cannot listen on {host}:{port}: {e.strerror or e} (another server holds the port? "
+                   "choose another --port)", err=True)
+        raise typer.Exit(1) from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def _memory_factory(db: str, schema: Optional[Path], extractor: str, maintainer: str, embedder: str):
     """Validate the cheap parts now (schema file) and defer building the Memory (model load) to first use."""
     from ..memory import build_memory
@@ -102,21 +125,26 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
     issuer = _issuer(token_secret, token_state, token_ttl, token_max_ttl)
     limits = _limits(max_turns, max_turn_chars, max_total_chars)
     factory = _memory_factory(db, schema, extractor, maintainer, embedder)
-    if warm:  # so the first user does not wait for a model load
-        typer.echo("loading models ...", err=True)
-        mem = factory()
-        mem.warm()
-        factory = mem
-    import uvicorn
+    sock = _listen(host, port)
+    port = sock.getsockname()[1]   # --port 0: the one the system chose
+    try:
+        if warm:  # so the first user does not wait for a model load
+            typer.echo("loading models ...", err=True)
+            mem = factory()
+            mem.warm()
+            factory = mem
+        import uvicorn
 
-    typer.echo(f"boundmem serving {len(ring.tenants)} tenant(s) on http://{host}:{port} (page: /ui, API docs: /docs)", err=True)
-    limiter = RateLimiter(rate, burst or max(1, int(round(2 * rate)))) if rate > 0 else None
-    from .accesslog import install
+        typer.echo(f"boundmem serving {len(ring.tenants)} tenant(s) on http://{host}:{port} (page: /ui, API docs: /docs)", err=True)
+        limiter = RateLimiter(rate, burst or max(1, int(round(2 * rate)))) if rate > 0 else None
+        from .accesslog import install
 
-    config = uvicorn.Config(create_app(factory, ring, max_body_bytes=max_body, rate_limit=limiter, limits=limits,
-                                       tokens=issuer), host=host, port=port, log_level="info")
-    install()   # after uvicorn set up its loggers: the access log shows pseudonyms, never user ids
-    uvicorn.Server(config).run()
+        config = uvicorn.Config(create_app(factory, ring, max_body_bytes=max_body, rate_limit=limiter, limits=limits,
+                                           tokens=issuer), host=host, port=port, log_level="info")
+        install()   # after uvicorn set up its loggers: the access log shows pseudonyms, never user ids
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 @app.command("mcp")

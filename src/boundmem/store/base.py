@@ -134,6 +134,14 @@ class Store(Protocol):
     def embedding_dim(self) -> Optional[int]:
         """The store's embedding dimension, fixed by the first vector ever written (None while there is none)."""
 
+    def schema_record(self) -> Optional[str]:
+        """The schema the store was first written with (`store/schema_record.py`: JSON name, version, fingerprint),
+        or None while nothing was written."""
+
+    def record_schema(self, record: str, replace: bool = False) -> str:
+        """Record the schema unless one is held (`replace`: a deliberate migration); returns the record now held,
+        so of two first writers with different schemas exactly one wins and the other sees the conflict."""
+
     def delete(self, user: str, pref_id: str, cause: str) -> Preference: ...
 
     def observations(self, user: str, prefix: Optional[str] = None) -> list[Observation]:

@@ -318,6 +318,16 @@ class PostgresStore(SingleWrites):
             self._dim = int(r[0][0]) if r else None
         return self._dim
 
+    def schema_record(self) -> Optional[str]:
+        r = self._query("SELECT value FROM meta WHERE key='schema'")
+        return r[0][0] if r else None
+
+    def record_schema(self, record: str, replace: bool = False) -> str:
+        with self._begin() as con:
+            con.execute("INSERT INTO meta(key, value) VALUES ('schema', %s) ON CONFLICT (key) DO "
+                        + ("UPDATE SET value=excluded.value" if replace else "NOTHING"), (record,))
+            return con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0]
+
     def search(self, user, query, k) -> list[tuple[Preference, float]]:
         q = unit(query)
         dim = self.embedding_dim()

@@ -245,6 +245,17 @@ class SQLiteStore(SingleWrites):
             self._dim = int(r[0]) if r else None
         return self._dim
 
+    def schema_record(self) -> Optional[str]:
+        with self._use() as con:
+            r = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        return r[0] if r else None
+
+    def record_schema(self, record: str, replace: bool = False) -> str:
+        with self._write() as con:
+            con.execute("INSERT INTO meta(key, value) VALUES ('schema', ?) ON CONFLICT(key) DO "
+                        + ("UPDATE SET value=excluded.value" if replace else "NOTHING"), (record,))
+            return con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()[0]
+
     def search(self, user, query, k) -> list[tuple[Preference, float]]:
         q = unit(query)
         dim = self.embedding_dim()

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from ...api_models import ConversationIn, ErrorOut, IngestOut, JobOut, RecallHitOut, RecallOut, RecallRequest
-from ...models import Conversation
+from ...messages import to_conversation
 from .. import jobs_api
 from ..deps import Limits, Mem, Subj
 from .preferences import preference_out
@@ -24,8 +24,8 @@ def add_conversation(body: ConversationIn, s: Subj, mem: Mem, limits: Limits,
     """Extract preferences from a conversation and store them (all of them or none). Over a content limit
     (`max_turns`, `max_turn_chars`, `max_total_chars`): 413 naming it, nothing read or stored. The extractor's
     model or the embedding endpoint failing: 502 naming which, nothing stored."""
-    limits.check_turns(t.text for t in body.turns)
-    conv = Conversation(id=body.id, turns=tuple(body.turns))
+    conv = to_conversation(body.turns if body.turns is not None else body.messages, body.id)
+    limits.check_turns(t.text for t in conv.turns)
     if run_async:
         return jobs_api.accepted(mem, s.user, s.ns, conv)
     r = mem.add(conv, s.ns)
