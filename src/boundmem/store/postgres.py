@@ -217,7 +217,7 @@ class PostgresStore(SingleWrites):
                 con = stack.enter_context(pool.connection())
             except PoolTimeout as e:
                 raise StoreBusy(f"all {self.max_connections} database connections of this store are in use "
-                                f"(waited {self.pool_timeout:g} s)", retry_after=2.0) from e
+                                f"(waited {self.pool_timeout:g} s)") from e
             yield con
 
     def connections(self) -> int:
@@ -251,7 +251,7 @@ class PostgresStore(SingleWrites):
                     con.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_NS, lock_user))
                 except psycopg.errors.LockNotAvailable as e:
                     raise StoreBusy(f"user {lock_user!r} is being written by another transaction "
-                                    f"(waited {self.lock_timeout:g} s)", retry_after=2.0) from e
+                                    f"(waited {self.lock_timeout:g} s)") from e
                 con.execute("SELECT set_config('lock_timeout', %s, true)", (saved,))
             self._local.con = con
             try:

@@ -147,7 +147,7 @@ class SQLiteStore(SingleWrites):
 
     def _busy(self, e: sqlite3.OperationalError) -> StoreError:
         return StoreBusy(f"store {self.path} is busy: another process or thread holds its write lock "
-                         f"(waited {self.timeout:g} s): {e}", retry_after=max(1.0, min(self.timeout, 5.0)))
+                         f"(waited {self.timeout:g} s): {e}")
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
