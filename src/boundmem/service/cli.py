@@ -146,7 +146,8 @@ def mcp_command(db: str = DB, schema: Optional[Path] = SCHEMA,
                                               help="Longest JSON-RPC message; longer ones get an error reply."),
                 max_turns: int = MAX_TURNS, max_turn_chars: int = MAX_TURN_CHARS, max_total_chars: int = MAX_TOTAL_CHARS,
                 extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER):
-    """Speak MCP on stdin/stdout for one user: tools add, recall, list_preferences, delete_preference."""
+    """Speak MCP on stdin/stdout for one user: tools add, recall, list_preferences, delete_preference, opt_out, opt_in,
+    export, forget."""
     from ..user_id import InvalidUserId
 
     try:
@@ -159,6 +160,10 @@ def mcp_command(db: str = DB, schema: Optional[Path] = SCHEMA,
         raise InputError("bind the MCP server to exactly one user: --user USER (with --tenant) or --token TOKEN")
     if token is not None and token_secret is None:
         raise InputError("--token needs --token-secret-file: the secret of the API server that minted it")
+    if token is not None and token_state is None:
+        typer.echo("warning: no --token-state: a revocation by the API server (DELETE /v1/users/{user}/tokens) is not "
+                   "seen by this process, so the token works here until it expires; give the API server's "
+                   "--token-state file to see revocations at once", err=True)
     try:
         binding = Binding(tenant, user) if token is None else Binding(token=token, issuer=_issuer(token_secret, token_state))
     except (InvalidUserId, TokenError, ValueError) as e:
