@@ -41,8 +41,8 @@ import numpy as np
 from ..errors import ConfigError, NotFoundError, StoreError
 from ..models import AuditEntry, Preference, UserExport, utcnow
 from .base import AuditCheck, StoreBusy, unit
-from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, dim_mismatch, load_keys, migrate_legacy,
-                     row_to_pref, stack, verify_log)
+from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch, load_keys,
+                     migrate_legacy, row_to_pref, stack, verify_log)
 
 try:
     import psycopg
@@ -323,7 +323,9 @@ class PostgresStore(SingleWrites):
                                           (self.keys.subject(user),))]
 
     def audit(self, user: str) -> list[AuditEntry]:
-        rows = self._query(f"SELECT {AUDIT_COLS} FROM audit WHERE subject=%s ORDER BY useq", (self.keys.subject(user),))
+        with self._conn() as con:
+            subject = chain_subject(con, DIALECT, self.keys, user)
+        rows = self._query(f"SELECT {AUDIT_COLS} FROM audit WHERE subject=%s ORDER BY useq", (subject,))
         return [audit_entry(user, r, DIALECT.loads) for r in rows]
 
     def users(self) -> list[str]:

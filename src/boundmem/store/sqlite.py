@@ -24,8 +24,8 @@ import numpy as np
 from ..errors import NotFoundError, StoreError
 from ..models import AuditEntry, Preference, UserExport, utcnow
 from .base import AuditCheck, StoreBusy, blocking_rule, is_store_busy, unit
-from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, dim_mismatch, load_keys, migrate_legacy,
-                     row_to_pref, stack, verify_log)
+from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch, load_keys,
+                     migrate_legacy, row_to_pref, stack, verify_log)
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +255,7 @@ class SQLiteStore(SingleWrites):
     def audit(self, user: str) -> list[AuditEntry]:
         with self._use() as con:
             rows = con.execute(f"SELECT {AUDIT_COLS} FROM audit WHERE subject=? ORDER BY useq",
-                               (self.keys.subject(user),)).fetchall()
+                               (chain_subject(con, DIALECT, self.keys, user),)).fetchall()
         return [audit_entry(user, r, DIALECT.loads) for r in rows]
 
     def users(self) -> list[str]:
