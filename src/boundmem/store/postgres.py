@@ -109,6 +109,9 @@ _LEGACY = [
 ]
 # vacuumed after an erasure, so the erased rows' dead tuples are removed from the tables' pages
 _ERASED_TABLES = "preferences, audit, users"
+# tables other parts of boundmem keep in the store's database that hold user text (the job queue's conversations):
+# vacuumed with the store's own when they exist
+_SHARED_TABLES = ("jobs",)
 
 _COLS = "id, user_id, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at"
 _ORDER = "ORDER BY created_at, seq"
@@ -354,8 +357,8 @@ class PostgresStore(SingleWrites):
         return n
 
     def _vacuum(self) -> None:
-        """After an erasure, VACUUM the tables it touched (`vacuum="plain"`, the default): the erased rows' dead
-        tuples are pruned now rather than whenever autovacuum comes by, but PostgreSQL does not zero the space they
+        """After an erasure, VACUUM the tables it touched and the job queue's (`vacuum="plain"`, the default): the
+        erased rows' dead tuples are pruned now rather than whenever autovacuum comes by, but PostgreSQL does not zero the space they
         took, so their bytes stay in the table and index files until the space is reused. `vacuum="full"` rewrites
         the tables (VACUUM FULL: no erased byte left in any live data file, at the price of an exclusive lock on
         the tables while it runs); "off" leaves it to autovacuum. WAL segments, archives and replicas are beyond
@@ -365,7 +368,8 @@ class PostgresStore(SingleWrites):
             return
         try:
             with self._conn() as con:
-                con.execute(f"VACUUM {'FULL ' if self.vacuum == 'full' else ''}{_ERASED_TABLES}")
+                shared = [t for t in _SHARED_TABLES if con.execute("SELECT to_regclass(%s)", (t,)).fetchone()[0]]
+                con.execute(f"VACUUM {'FULL ' if self.vacuum == 'full' else ''}{', '.join([_ERASED_TABLES, *shared])}")
             self.last_vacuum_error = None
         except psycopg.Error as e:  # pragma: no cover - depends on the role's rights
             self.last_vacuum_error = str(e)
