@@ -48,6 +48,12 @@ class StoreBusy(StoreError):
         super().__init__(f"{message}; retry in {retry_after:g} s")
 
 
+class StoreClosed(StoreError):
+    """The store was closed; nothing more can be read or written through it (a worker that meets this stops)."""
+
+    code = "store_closed"
+
+
 class EmbeddingDimensionError(ConflictError, StoreError):
     """A vector of another dimension than the store's embeddings: the memory was filled by another embedder. A
     conflict with what is stored (409); still a StoreError for callers that catch the store's errors."""

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..errors import ConfigError, NotFoundError, StoreError
 from ..models import AuditEntry, Preference, UserExport, utcnow
-from .base import AuditCheck, StoreBusy, unit
+from .base import AuditCheck, StoreBusy, StoreClosed, unit
 from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch, load_keys,
                      migrate_legacy, row_to_pref, stack, verify_log)
 
@@ -213,7 +213,7 @@ class PostgresStore(SingleWrites):
             if self._pid != os.getpid():  # forked: abandon the parent's pool, never close its sockets
                 self._pid, self._local, self._pool = os.getpid(), threading.local(), self._new_pool()
             if self._pool is None:
-                raise StoreError("the store is closed")
+                raise StoreClosed("the store is closed")
             pool = self._pool
         with ExitStack() as stack:
             try:
