@@ -175,3 +175,12 @@ def test_models_are_listed_and_looked_up_through_the_proxy_with_a_key_or_a_user_
         openai_error(tc.get("/v1/models"), 401, "invalid_api_key")
     assert [r.path for r in upstream.requests] == ["/v1/models", "/v1/models", "/v1/models/m1"]
     assert all(r.method == "GET" for r in upstream.requests)
+
+
+def test_an_upstreams_deeply_nested_answer_passes_through_without_breaking_the_proxy(proxy, upstream, memory):
+    deep = b"[" * 5_000 + b"]" * 5_000
+    upstream.push(raw(deep), raw(b"data: " + deep + b"\n\ndata: [DONE]\n\n", content_type="text/event-stream"))
+    r = proxy.post(CHAT, json=chat("I love Mexican food.", user="alice"), headers=auth(KEY_A))
+    assert r.status_code == 200 and r.content == deep
+    r = proxy.post(CHAT, json=chat("I love Mexican food.", user="alice", stream=True), headers=auth(KEY_A))
+    assert r.status_code == 200 and deep in r.content

@@ -134,7 +134,7 @@ class _StreamText:
             try:
                 ev = json.loads(data)
                 delta = (ev.get("choices") or [{}])[0].get("delta") or {}
-            except (ValueError, AttributeError, IndexError, TypeError):
+            except (ValueError, AttributeError, IndexError, TypeError, RecursionError):   # an upstream's garbage
                 continue
             if isinstance(delta.get("content"), str):
                 self.parts.append(delta["content"])
@@ -277,7 +277,7 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
             if r.status_code == 200:
                 try:
                     reply = message_text(json.loads(content)["choices"][0]["message"].get("content"))
-                except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+                except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError):
                     reply = ""
                 # after the response is sent: the reply never waits for the queue
                 task = BackgroundTask(learn, ns, last_user, reply, conv_id)
