@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from .models import Candidate, ConsentAction, ConsentRecord, Decision, Turn
 from .schema.model import CategoryPath
@@ -113,7 +113,9 @@ class ErrorOut(BaseModel):
 class TokenRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    ttl_seconds: Optional[int] = Field(None, ge=1, description="Lifetime (default 15 min; at most the server's maximum).")
+    # strict: `true` would be a 1 s token and "60" a string taken for a number
+    ttl_seconds: Optional[StrictInt] = Field(None, ge=1, description="Lifetime in seconds, a JSON integer (default 15 min; "
+                                                                     "at most the server's maximum).")
 
 
 class TokenOut(BaseModel):

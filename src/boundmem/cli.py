@@ -55,7 +55,7 @@ def _existing(store, db: str, user: str, tenant: Optional[str]) -> str:
     if store.has_user(sid):
         return sid
     why = f"no user {sid!r} in {db}"
-    if store.audit(sid):
+    if store.verify_audit(sid).entries:   # the chains of a forgotten id stay in the log
         why += " (that user was forgotten; nothing is held)"
     elif tenant is None:
         near = [u for u in store.users() if u.endswith(f":{user}")]
@@ -299,12 +299,10 @@ def audit_verify(user: Optional[str] = typer.Option(None, "--user", "-u", help="
                  db: str = DB, tenant: Optional[str] = TENANT):
     """Recompute the audit log's per-user hash chains. Exit 0 if intact, 1 naming the first broken entry."""
     store = _store(db)
-    sid = None
-    if user is not None:
-        sid = _sid(user, tenant)
-        if not store.has_user(sid) and not store.audit(sid):
-            raise NotFoundError(f"no user {sid!r} in {db}")
+    sid = None if user is None else _sid(user, tenant)
     check = store.verify_audit(sid)
+    if sid is not None and not check.entries and not store.has_user(sid):
+        raise NotFoundError(f"no user {sid!r} in {db}")
     if not check.ok:
         err.print(f"[red]audit log broken[/red]: user {check.user!r}, entry seq {check.seq}: {check.reason}")
         raise typer.Exit(1)

@@ -356,6 +356,8 @@ class JobQueue:
             self._worker.start()
 
     def _loop(self, memory_source: Any, poll_seconds: float) -> None:
+        from .store.base import StoreClosed
+
         _lower_priority(self.nice)
         memory = None
         while not self._stop.is_set():
@@ -363,6 +365,9 @@ class JobQueue:
                 if memory is None:
                     memory = memory_source() if callable(memory_source) else memory_source
                 ran = self.run_one(memory)
+            except StoreClosed:   # the store went away under the worker (closed by its owner): nothing left to do
+                log.info("job worker: the store was closed; stopping")
+                return
             except Exception:  # noqa: BLE001 - e.g. the store busy while claiming: wait and go on
                 log.exception("job worker: claiming a job failed")
                 ran = None

@@ -203,7 +203,9 @@ def test_serve_has_a_rate_limit_unless_told_otherwise(tmp_path, monkeypatch):
     base = ["--keys", str(keys), "--db", str(tmp_path / "x.db"), "--lazy", "--embedder", "hash", "--port", "0"]
     assert CliRunner().invoke(serve_app, base).exit_code == 0
     assert CliRunner().invoke(serve_app, [*base, "--rate-limit", "0"]).exit_code == 0
-    assert seen[0] is not None and (seen[0].rate, seen[0].burst) == (20.0, 40) and seen[1] is None
+    assert seen[0].tenant is not None and (seen[0].tenant.rate, seen[0].tenant.burst) == (20.0, 40)
+    assert (seen[0].user.rate, seen[0].user.burst) == (5.0, 20)
+    assert seen[1].tenant is None and seen[1].failures is not None   # failed authentications stay limited
 
 
 # --- a busy store -----------------------------------------------------------------------------

@@ -90,6 +90,10 @@ MALFORMED = [
     ("tools/call arguments not an object", _req(11, "tools/call", {"name": "recall", "arguments": ["x"]}), -32602, 11),
     ("unknown method", _req(12, "memory/dump_everything"), -32601, 12),
     ("request without an id", json.dumps({"jsonrpc": "2.0", "method": "tools/list"}).encode(), -32600, None),
+    ("deeply nested JSON", b"[" * 1000 + b"]" * 1000, -32700, None),
+    ("very deeply nested JSON", b"[" * 19_000, -32700, None),
+    ("deep params", _req(14, "tools/call", {"name": "recall", "arguments": {"utterance": "x", "k": 1}})[:-1]
+     + b', "x": ' + b"[" * 100 + b"]" * 100 + b"}", -32700, None),
     ("oversize frame", _req(13, "tools/call", {"name": "recall", "arguments": {"utterance": "x" * (3 * MAX_FRAME)}}),
      -32000, None),
 ]
@@ -127,8 +131,9 @@ def test_tools_apply_the_content_limits_and_the_user_id_rule(raw):
     assert "max_turns=5" in _tool_error(raw.call(30, "tools/call", {"name": "add", "arguments": {"user_messages": ["I love Italian food."] * 6}}))
     assert "max_turn_chars=300" in _tool_error(raw.call(31, "tools/call", {"name": "add", "arguments": {"user_messages": ["a" * 301]}}))
     assert "max_total_chars=1000" in _tool_error(raw.call(32, "tools/call", {"name": "add", "arguments": {"user_messages": ["a" * 300] * 4}}))
-    assert "invalid user id" in _tool_error(raw.call(33, "tools/call", {"name": "recall", "arguments": {"user": "alice\n", "utterance": "Italian"}}))
-    assert "refused" in _tool_error(raw.call(34, "tools/call", {"name": "list_preferences", "arguments": {"user": "bob"}}))
+    assert "no tool takes a user id" in _tool_error(raw.call(33, "tools/call", {"name": "recall", "arguments": {"user": "alice\n", "utterance": "Italian"}}))
+    assert "does not take 'user'" in _tool_error(raw.call(34, "tools/call", {"name": "list_preferences", "arguments": {"user": "bob"}}))
+    assert "does not take 'limit'" in _tool_error(raw.call(38, "tools/call", {"name": "recall", "arguments": {"utterance": "x", "limit": 3}}))
     _tool_error(raw.call(35, "tools/call", {"name": "recall", "arguments": {"utterance": "Italian", "k": "many"}}))
     _tool_error(raw.call(36, "tools/call", {"name": "no_such_tool", "arguments": {}}))
     ok = raw.call(37, "tools/call", {"name": "add", "arguments": {"user_messages": ["I love Italian food."]}})

@@ -131,3 +131,46 @@ def test_vacuum_full_leaves_no_erased_byte_in_the_table_files(pg_url, marker):
         s.forget(user, cause="forget")
         assert raw_hits() == 0
     s.close()
+
+
+def test_vacuum_full_after_forget_leaves_no_byte_of_a_queued_or_finished_job(pg_url, marker):
+    """Issue 22: an async job's conversation survived forget + VACUUM FULL in the jobs table's file (the jobs table
+    was not vacuumed). Memory.forget drops the user's jobs, the store's erasure then vacuums the queue too."""
+    from boundmem.jobs import JobQueue
+    from boundmem.models import Conversation, Turn
+
+    s = PostgresStore(pg_url, vacuum="full")
+    user = f"user-{marker}"
+    fill(s, user, marker)
+    q = JobQueue(s)
+    done = q.submit(user, Conversation(id="j1", turns=(Turn(role="user", text=f"I love {marker}-soup."),)))
+    q.claim()
+    q._finish(q.get(done.id), "done", "{}", None)   # finished: its text NULLed, the old row version a dead tuple
+    q.submit(user, Conversation(id="j2", turns=(Turn(role="user", text=f"Play {marker}-wave " * 300),)))   # TOASTed
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        try:
+            data = Path(con.execute("SHOW data_directory").fetchone()[0])
+        except psycopg.Error:
+            pytest.skip("the server does not show its data directory to this role")
+        if not data.is_dir():
+            pytest.skip("the server's data directory is not on this machine")
+
+        def raw_hits() -> dict[str, int]:
+            con.execute("CHECKPOINT")
+            rels = con.execute("SELECT c.oid::regclass::text, pg_relation_filepath(c.oid), "
+                               "pg_relation_filepath(NULLIF(c.reltoastrelid, 0)) FROM pg_class c "
+                               "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
+                               "AND c.relkind IN ('r', 'i')").fetchall()
+            hits = {}
+            for name, *files in rels:
+                n = sum((data / f).read_bytes().count(marker.encode()) for f in files if f and (data / f).exists())
+                if n:
+                    hits[name] = n
+            return hits
+
+        assert "jobs" in raw_hits()
+        q.forget_user(user)   # what Memory.forget does first
+        s.forget(user, cause="forget")
+        assert raw_hits() == {} and s.last_vacuum_error is None
+    q.close()
+    s.close()

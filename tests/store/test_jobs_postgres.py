@@ -60,3 +60,36 @@ def test_a_lost_lease_rolls_back_on_postgres(pg_url, schema):
     for m in (a, b):
         m.jobs.close()
         m.store.close()
+
+
+def test_the_worker_stops_when_its_store_is_closed(pg_url, schema, caplog):
+    """Issue 22: a closed PostgreSQL store's job worker kept polling and logging a traceback every half second."""
+    import logging
+
+    m = memory(pg_url, schema)
+    m.jobs.start(m, poll_seconds=0.01)
+    worker = m.jobs._worker
+    with caplog.at_level(logging.INFO, logger="boundmem.jobs"):
+        m.store.close()
+        worker.join(30)
+    assert not worker.is_alive()
+    assert [r.levelname for r in caplog.records if r.name == "boundmem.jobs"] == ["INFO"]
+
+
+def test_a_libpq_connection_string_opens_postgresql_not_a_sqlite_file(pg_url, tmp_path, monkeypatch):
+    """Issue 22: `--db "host=... dbname=..."` silently created a SQLite file named after the string."""
+    import psycopg
+
+    from boundmem.config import Settings
+    from boundmem.store.postgres import PostgresStore
+    from boundmem.store.registry import open_store
+
+    conninfo = psycopg.conninfo.make_conninfo("", **psycopg.conninfo.conninfo_to_dict(pg_url))   # key=value form
+    assert "://" not in conninfo and "dbname=" in conninfo
+    monkeypatch.chdir(tmp_path)
+    store = open_store(conninfo, Settings())
+    try:
+        assert isinstance(store, PostgresStore)
+    finally:
+        store.close()
+    assert list(tmp_path.iterdir()) == []

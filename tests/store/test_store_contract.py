@@ -29,6 +29,19 @@ def e(i: int, dim: int = DIM) -> np.ndarray:
     return v
 
 
+def closed_chain(store, user):
+    """The audit chain a forget closed: under the id's first pseudonym, no longer shown by `audit(user)`."""
+    import sys
+
+    from boundmem.store.sql_tx import AUDIT_COLS, audit_entry
+
+    d = sys.modules[type(store).__module__].DIALECT
+    with (store._use if hasattr(store, "_use") else store._conn)() as con:
+        rows = con.execute(d.sql(f"SELECT {AUDIT_COLS} FROM audit WHERE subject=? ORDER BY useq"),
+                           (store.keys.subject(user),)).fetchall()
+    return [audit_entry(user, r, d.loads) for r in rows]
+
+
 def add(store, user, path, attribute, vec=None, conv="c1", cause="test insert"):
     with store.transaction(user) as tx:
         return tx.insert(path, attribute, f"I like {attribute}.", e(0) if vec is None else vec, conv, cause)
@@ -393,7 +406,8 @@ def test_forget_erases_content_and_records_the_erasure(store):
     dumped = ex.model_dump_json()
     for s in secret:
         assert s not in dumped, s
-    log = store.audit("u")
+    assert ex.audit == [] == store.audit("u")   # the forgotten chain is closed: nothing of it is shown by the id
+    log = closed_chain(store, "u")
     assert log[-1].op == "forget" and log[-1].cause == "user asked to be forgotten"
     assert log[-1].after == {"preferences_erased": 1}
     # the history's shape survives (what happened, when), not its content
@@ -401,20 +415,40 @@ def test_forget_erases_content_and_records_the_erasure(store):
     assert all(a.before is None and a.after is None and a.cause == "erased" for a in log[:-1])
     assert [a.category for a in log[:-1]] == [str(MUSIC), str(MUSIC), str(MUSIC), "poi/restaurant"]
     assert [a.seq for a in log] == [1, 2, 3, 4, 5]
-    assert store.verify_audit("u").ok and store.verify_audit().ok
+    assert store.verify_audit("u").ok and store.verify_audit("u").entries == 5 and store.verify_audit().ok
     assert not store.has_user("u") and "u" not in store.users()
     # the other user keeps everything
     assert store.preferences("other") == [keep]
     assert "Zanzibar-jazz" in json.dumps(store.export("other").model_dump(mode="json"))
-    # a forgotten user may start again; the chain goes on
+    # the id may be used again (a new user, or the same one starting over): a new chain, from seq 1
     add(store, "u", MUSIC, "jazz")
     assert [p.attribute for p in store.preferences("u")] == ["jazz"]
-    assert store.has_user("u") and store.audit("u")[-1].seq == 6 and store.verify_audit("u").ok
+    assert store.has_user("u") and [(a.seq, a.op) for a in store.audit("u")] == [(1, "insert")]
+    assert store.verify_audit("u").ok and store.verify_audit("u").entries == 6
+
+
+def test_a_recycled_user_id_never_sees_the_forgotten_users_audit_trail(store):
+    """Issue 22: the chain was keyed by the id's pseudonym alone, so a new "e1" exported the old e1's entries."""
+    add(store, "e1", MUSIC, "Zanzibar-jazz")
+    store.opt_out("e1", "entertainment/podcast", cause="opt-out")
+    store.forget("e1", cause="forget")
+    assert store.export("e1").audit == []   # before the new user writes anything
+    add(store, "e1", FOOD, "pizza")
+    ex = store.export("e1")
+    assert [(a.seq, a.op, a.category) for a in ex.audit] == [(1, "insert", str(FOOD))]
+    assert str(MUSIC) not in ex.model_dump_json() and ex.opt_outs == ["entertainment/podcast"]   # consent stays
+    store.forget("e1", cause="forget again")   # and a third e1 starts from nothing too
+    add(store, "e1", MUSIC, "rock")
+    assert [(a.seq, a.op) for a in store.audit("e1")] == [(1, "insert")]
+    check = store.verify_audit("e1")
+    assert check.ok and check.entries == 3 + 2 + 1 and check.users == 1
+    assert store.verify_audit().ok and store.verify_audit().users == 3   # three chains, three people
 
 
 def test_forget_unknown_user_records_erasure_of_nothing(store):
     assert store.forget("ghost", cause="x") == 0
-    assert [(a.op, a.after) for a in store.audit("ghost")] == [("forget", {"preferences_erased": 0})]
+    assert [(a.op, a.after) for a in closed_chain(store, "ghost")] == [("forget", {"preferences_erased": 0})]
+    assert store.audit("ghost") == [] and store.verify_audit("ghost").entries == 1
 
 
 # --- durability across store objects and serialisation -------------------------------------

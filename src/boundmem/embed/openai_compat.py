@@ -69,18 +69,30 @@ class OpenAIEmbedder(CachedEmbedder):
         except APIError as e:   # timeouts, refused connections, HTTP errors: the endpoint failed, not the caller
             raise EmbeddingError(f"the embedding endpoint failed for model {self.model!r} at "
                                  f"{getattr(self.client, 'base_url', '?')}: {type(e).__name__}: {e}") from e
-        data = sorted(resp.data, key=lambda d: d.index)
-        if len(data) != len(batch):
-            raise EmbeddingError(f"embedding server returned {len(data)} vectors for {len(batch)} texts")
-        sizes = {len(d.embedding) for d in data}
-        if len(sizes) != 1 or 0 in sizes:
-            raise EmbeddingError(f"embedding server returned vectors of sizes {sorted(sizes)} in one response")
-        m = np.asarray([d.embedding for d in data], dtype=np.float32)
+        except (ValueError, RecursionError) as e:   # a 200 whose body is not JSON (undecodable, too deep)
+            raise self._garbage(f"{type(e).__name__}: {str(e)[:200]}") from e
+        try:
+            data = sorted(resp.data, key=lambda d: d.index)
+            if len(data) != len(batch):
+                raise EmbeddingError(f"embedding server returned {len(data)} vectors for {len(batch)} texts")
+            sizes = {len(d.embedding) for d in data}
+            if len(sizes) != 1 or 0 in sizes:
+                raise EmbeddingError(f"embedding server returned vectors of sizes {sorted(sizes)} in one response")
+            m = np.asarray([d.embedding for d in data], dtype=np.float32)
+        except (AttributeError, TypeError, ValueError) as e:   # a 200 of another shape (an HTML page, strings)
+            raise self._garbage(f"{str(resp)[:200]!r}") from e
         if not self._dim_confirmed:
             self._dim, self._dim_confirmed = int(m.shape[1]), True
         elif m.shape[1] != self._dim:
             raise EmbeddingError(f"model {self.model!r} returned {m.shape[1]}-d vectors, expected {self._dim}")
+        if m.ndim != 2:
+            raise self._garbage(f"vectors of shape {m.shape}")
         norms = np.linalg.norm(m, axis=1, keepdims=True)
         if not np.all(np.isfinite(m)) or np.any(norms == 0):
             raise EmbeddingError("embedding server returned a zero or non-finite vector")
         return m / norms
+
+    def _garbage(self, what: str) -> EmbeddingError:
+        return EmbeddingError(f"the embedding endpoint answered model {self.model!r} at "
+                              f"{getattr(self.client, 'base_url', '?')} with a body that is not an embeddings "
+                              f"response: {what}")

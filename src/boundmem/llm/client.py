@@ -161,8 +161,12 @@ class LLMClient:
         content = msg.content or ""
         calls = getattr(msg, "tool_calls", None) or []
         if calls:
-            fn = calls[0].function
-            name, raw_args = (fn.name or ""), fn.arguments
+            fn = getattr(calls[0], "function", None)
+            name, raw_args = getattr(fn, "name", None), getattr(fn, "arguments", None)
+            if not isinstance(name, (str, type(None))):
+                self._failed()
+                raise self._error(LLMOutputError, f"the endpoint returned a tool call that is not one: {calls[0]!r:.200}")
+            name = name or ""
         else:
             written = _call_in_text(content, offered)
             if written is None:
@@ -273,7 +277,7 @@ class LLMClient:
                     self._failed()
                     raise failure from None
                 retry_after = _retry_after(e.response)
-            except (oa.APIResponseValidationError, json.JSONDecodeError) as e:
+            except (oa.APIResponseValidationError, ValueError, RecursionError) as e:   # not JSON, undecodable, too deep
                 # a 200 whose body is not a chat completion: retrying the same request rarely helps
                 self._failed()
                 raise self._error(LLMOutputError, f"the endpoint returned a body that is not a chat completion: "
@@ -295,11 +299,13 @@ class LLMClient:
 
     def _message(self, resp):
         choices = getattr(resp, "choices", None)
-        if not choices or getattr(choices[0], "message", None) is None:
+        msg = getattr(choices[0], "message", None) if isinstance(choices, list) and choices else None
+        if not hasattr(msg, "content") or not isinstance(msg.content, (str, type(None))) or not isinstance(
+                getattr(msg, "tool_calls", None), (list, type(None))):   # the SDK does not check a 200's shape
             self._failed()
-            raise self._error(LLMOutputError, "the endpoint returned a body that is not a chat completion (no choices): "
-                                              f"{str(resp)[:200]!r}")
-        return choices[0].message
+            raise self._error(LLMOutputError, "the endpoint returned a body that is not a chat completion (no choices "
+                                              f"with a message): {str(resp)[:200]!r}")
+        return msg
 
     def _parse_args(self, name: str, raw: Any) -> dict[str, Any]:
         if isinstance(raw, dict):  # some servers send an object instead of a JSON string
@@ -307,6 +313,10 @@ class LLMClient:
         text = (raw or "").strip() if isinstance(raw, str) or raw is None else str(raw)
         try:
             args = json.loads(text) if text else {}
+        except RecursionError:
+            self._failed()
+            raise LLMBadArguments(f"arguments of tool {name!r} are JSON nested too deeply to read", raw=text[:200],
+                                  tool=name, model=self.model, endpoint=self.endpoint) from None
         except json.JSONDecodeError as e:
             self._failed()
             raise LLMBadArguments(f"arguments of tool {name!r} are not valid JSON: {e.msg} at char {e.pos}",

@@ -3,21 +3,27 @@ OpenAI-compatible model server.
 
 For each request:
 
-1. *Who*: the bearer credential is a tenant API key or a user token (the same keys file and token secret as
-   `boundmem serve`). The user is the token's user, else the request's `user` field or the `X-Boundmem-User`
-   header (one user-id rule, `user_id.py`); a user token naming another user is refused (403).
+1. *Who*: the bearer credential is a tenant API key or a user token, resolved and rate-limited exactly as by
+   `boundmem serve` (`service.deps.authenticate`: the same keys file, token secret, per-tenant, per-user-token and
+   per-address limits). The user is the token's user, else the request's `user` field or the `X-Boundmem-User`
+   header (one user-id rule, `user_id.py`); a user token naming another user is refused (403). The body is bounded
+   as the API's is (size, JSON depth), and so are the user's messages (the API's content limits: turns, characters
+   per turn and in all), since the last one is recalled on and learnt from: a longer message is refused (413), never
+   cut, so no stored sentence is longer than a turn may be.
 2. *Recall*: the user's stored preferences most relevant to the last user message (opt-outs excluded) are added to
    the system message (a new one at the start if the request has none). A failing recall (busy store, ...) is
    logged and the request goes on without memory: the memory never breaks a reply.
-3. *Forward*: the request goes to the upstream with the upstream's own key (`--upstream-key`, never the caller's);
+3. *Forward*: the request goes to the upstream with the upstream's own key (`--upstream-key`, never the caller's)
+   and without the `user` field (the end user's id is not the model vendor's business) unless `forward_user`;
    the answer (or the stream, chunk by chunk) goes back unchanged, with `X-Boundmem-Recall-Ms` and
-   `X-Boundmem-Recalled` headers.
+   `X-Boundmem-Recalled` headers. `/v1/models` and `/v1/models/{id}` are passed through.
 4. *Learn*: after a successful reply, the exchange (the last user message and the reply) is queued as an ingestion
    job (`boundmem.jobs`: durable, applied in order per user by the proxy's worker, opt-outs respected); a failure
    there is logged, never sent to the client.
 
-Errors of the proxy itself use OpenAI's error shape (`{"error": {"message", "type", "code"}}`), so SDK clients
-raise their usual exceptions.
+Errors of the proxy itself use OpenAI's error shape (`{"error": {"message", "type", "code"}}`), also for a limit
+(413 with the limit's name as `code`, 400 `max_json_depth`, 429 `rate_limit_exceeded` with Retry-After) and for
+anything unexpected (500), so SDK clients raise their usual exceptions.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ import json
 import logging
 import time
 import uuid
+from urllib.parse import quote
 from typing import Any, AsyncIterator, Mapping, Optional, Union
 
 import httpx
@@ -37,10 +44,12 @@ from ..errors import BoundmemError
 from ..memory import Memory
 from ..models import Conversation, RecallHit, Turn
 from ..schema.model import UnknownCategoryError
-from ..service.deps import LazyMemory, MemorySource
 from ..service.auth import KeyRing
+from ..service.deps import LazyMemory, MemorySource, Principal, Service, Unauthorized, authenticate, client_address
 from ..service.jobs_api import run_worker
-from ..service.tokens import TokenError, TokenIssuer, looks_like_token
+from ..service.limits import (DEFAULT_MAX_BODY_BYTES, DEFAULT_RATE_LIMIT, BodySizeLimit, ContentLimits, LimitExceeded,
+                              RateLimited, parse_json, throttle)
+from ..service.tokens import TokenIssuer
 from ..user_id import InvalidUserId, check_user_id, namespaced
 
 log = logging.getLogger("boundmem.proxy")
@@ -56,9 +65,15 @@ class ProxyError(BoundmemError):
         self.status, self.message, self.code, self.type = status, message, code, type_
         super().__init__(message)
 
-    def response(self) -> JSONResponse:
-        return JSONResponse(status_code=self.status,
-                            content={"error": {"message": self.message, "type": self.type, "code": self.code}})
+    def response(self, headers: Optional[dict] = None) -> JSONResponse:
+        return JSONResponse(status_code=self.status, content=self.body(), headers=headers)
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "code": self.code}}
+
+    @classmethod
+    def of_limit(cls, exc: LimitExceeded) -> "ProxyError":
+        return cls(exc.status, str(exc), exc.name)
 
 
 def message_text(content: Any) -> str:
@@ -119,7 +134,7 @@ class _StreamText:
             try:
                 ev = json.loads(data)
                 delta = (ev.get("choices") or [{}])[0].get("delta") or {}
-            except (ValueError, AttributeError, IndexError, TypeError):
+            except (ValueError, AttributeError, IndexError, TypeError, RecursionError):   # an upstream's garbage
                 continue
             if isinstance(delta.get("content"), str):
                 self.parts.append(delta["content"])
@@ -131,14 +146,18 @@ class _StreamText:
 
 def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], upstream: str,
                  upstream_key: Optional[str] = None, tokens: Optional[TokenIssuer] = None, k: int = 5,
-                 timeout: float = 120.0, max_body_bytes: int = 4_000_000,
+                 timeout: float = 120.0, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, rate_limit: Any = DEFAULT_RATE_LIMIT,
+                 limits: Optional[ContentLimits] = None, forward_user: bool = False,
                  transport: Optional[httpx.AsyncBaseTransport] = None) -> FastAPI:
-    """The proxy app. `upstream`: the model server's OpenAI base URL (e.g. http://127.0.0.1:11434/v1)."""
-    ring = keys if isinstance(keys, KeyRing) else KeyRing(keys)
-    tokens = tokens or TokenIssuer()
-    get_memory = LazyMemory(memory)
+    """The proxy app. `upstream`: the model server's OpenAI base URL (e.g. http://127.0.0.1:11434/v1).
+    `max_body_bytes`, `rate_limit` and `limits` mean what they mean for `service.app.create_app` (the same
+    defaults); `forward_user` sends the request's `user` field on to the upstream (default: removed)."""
+    svc = Service(ring=keys if isinstance(keys, KeyRing) else KeyRing(keys), tokens=tokens or TokenIssuer(),
+                  throttle=throttle(rate_limit), limits=limits or ContentLimits(), memory=LazyMemory(memory))
+    get_memory = svc.memory
     base = upstream.rstrip("/")
     app = FastAPI(title="boundmem proxy", version="1", docs_url=None, redoc_url=None)
+    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes, render=lambda e: ProxyError.of_limit(e).body())
     state: dict[str, Any] = {}
 
     def client() -> httpx.AsyncClient:
@@ -161,25 +180,34 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
     async def _proxy_error(request: Request, exc: ProxyError):
         return exc.response()
 
-    def who(request: Request, body: dict) -> tuple[str, str]:
-        """(user, namespaced store id) of the request, or ProxyError."""
+    @app.exception_handler(LimitExceeded)
+    async def _limit(request: Request, exc: LimitExceeded):
+        return ProxyError.of_limit(exc).response()
+
+    @app.exception_handler(RateLimited)
+    async def _rate(request: Request, exc: RateLimited):
+        return ProxyError(429, str(exc), "rate_limit_exceeded", "requests").response(
+            headers={"Retry-After": str(exc.retry_after)})
+
+    @app.exception_handler(Exception)
+    async def _crash(request: Request, exc: Exception):   # logged by Starlette; never a plain-text 500
+        return ProxyError(500, "internal error", "internal_error", "api_error").response()
+
+    def credential(request: Request) -> Principal:
         auth = request.headers.get("authorization", "")
         cred = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+        try:
+            return authenticate(svc, cred, client_address(request))
+        except Unauthorized as e:
+            raise ProxyError(401, str(e), "invalid_api_key") from e
+
+    def who(request: Request, body: dict, caller: Principal) -> tuple[str, str]:
+        """(user, namespaced store id) of the request, or ProxyError."""
         named = body.get("user") or request.headers.get(USER_HEADER)
-        if cred and looks_like_token(cred):
-            try:
-                tok = tokens.verify(cred)
-            except TokenError as e:
-                raise ProxyError(401, f"invalid user token: {e}", "invalid_api_key") from e
-            if tok.tenant not in ring.tenants:
-                raise ProxyError(401, "invalid user token: unknown tenant", "invalid_api_key")
-            if named is not None and named != tok.user:
+        if caller.user is not None:
+            if named is not None and named != caller.user:
                 raise ProxyError(403, "this user token is for another user", "forbidden", "permission_error")
-            return tok.user, namespaced(tok.tenant, tok.user)
-        tenant = ring.tenant(cred)
-        if tenant is None:
-            raise ProxyError(401, "missing or invalid API key or user token (Authorization: Bearer KEY)",
-                             "invalid_api_key")
+            return caller.user, namespaced(caller.tenant, caller.user)
         if not named:
             raise ProxyError(400, "name the user: the request's 'user' field or the X-Boundmem-User header",
                              "missing_user")
@@ -187,7 +215,7 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
             check_user_id(str(named))
         except (InvalidUserId, ValueError) as e:
             raise ProxyError(400, str(e), "invalid_user") from e
-        return str(named), namespaced(tenant, str(named))
+        return str(named), namespaced(caller.tenant, str(named))
 
     def learn(ns: str, user_text: str, reply: str, conv_id: str) -> None:
         """Queue the exchange for ingestion (after the reply; never raises)."""
@@ -195,8 +223,8 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
             return
         try:
             turns = [Turn(role="user", text=user_text)]
-            if reply.strip():
-                turns.append(Turn(role="assistant", text=reply))
+            if reply.strip():   # context for the user's words, never stored itself: bounded like a turn
+                turns.append(Turn(role="assistant", text=reply[:svc.limits.max_turn_chars]))
             get_memory().submit(Conversation(id=conv_id, turns=tuple(turns)), ns)
         except Exception:  # noqa: BLE001 - learning must never break or delay a reply
             log.exception("could not queue the exchange for ingestion")
@@ -210,18 +238,20 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
-        raw = await request.body()
-        if len(raw) > max_body_bytes:
-            raise ProxyError(413, f"request body over {max_body_bytes} bytes", "too_large")
+        caller = credential(request)
+        raw = await request.body()   # at most max_body_bytes, no deeper than max_json_depth (BodySizeLimit)
         try:
-            body = json.loads(raw or b"null")
+            body = parse_json(raw or b"null")
         except ValueError as e:
             raise ProxyError(400, f"the body is not JSON: {e}", "invalid_json") from e
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             raise ProxyError(400, "the body must be a JSON object with a 'messages' list", "invalid_request")
-        user, ns = who(request, body)
-        last_user = next((message_text(m.get("content")) for m in reversed(body["messages"])
-                          if isinstance(m, dict) and m.get("role") == "user"), "")
+        user, ns = who(request, body, caller)
+        said = [message_text(m.get("content")) for m in body["messages"] if isinstance(m, dict) and m.get("role") == "user"]
+        svc.limits.check_turns(said)   # the user's words are what memory reads: the API's limits (413)
+        last_user = said[-1] if said else ""
+        if not forward_user:
+            body.pop("user", None)
         t0 = time.perf_counter()
         hits = await run_in_threadpool(recall, ns, last_user)
         if hits:
@@ -247,7 +277,7 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
             if r.status_code == 200:
                 try:
                     reply = message_text(json.loads(content)["choices"][0]["message"].get("content"))
-                except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+                except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError):
                     reply = ""
                 # after the response is sent: the reply never waits for the queue
                 task = BackgroundTask(learn, ns, last_user, reply, conv_id)
@@ -269,16 +299,23 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
 
         return StreamingResponse(relay(), status_code=200, media_type=ctype, headers=extra)
 
-    @app.get("/v1/models")
-    async def models(request: Request):
-        who(request, {"user": request.headers.get(USER_HEADER) or "models"})
+    async def models_of(request: Request, path: str) -> Response:
+        credential(request)   # any tenant key or user token may list the models; no user is needed
         try:
-            r = await client().get(f"{base}/models")
+            r = await client().get(f"{base}/{path}")
         except httpx.HTTPError as e:
             raise ProxyError(502, f"the upstream model server failed ({type(e).__name__})", "upstream_unavailable",
                              "api_error") from e
         return Response(content=r.content, status_code=r.status_code,
                         media_type=r.headers.get("content-type", "application/json"))
+
+    @app.get("/v1/models")
+    async def models(request: Request):
+        return await models_of(request, "models")
+
+    @app.get("/v1/models/{model:path}")
+    async def model(request: Request, model: str):
+        return await models_of(request, f"models/{quote(model, safe='/')}")
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz():

@@ -9,7 +9,8 @@ import typer
 
 from ..cli_options import DB, EMBEDDER, EXTRACTOR, MAINTAINER, SCHEMA, ErrorExitGroup, cli_default
 from ..config import secret_from
-from ..service.cli import KEYS, SECRET, STATE, _fail, _issuer, _load_keys, _memory_factory
+from ..service.cli import (BURST, KEYS, MAX_BODY, MAX_TOTAL_CHARS, MAX_TURN_CHARS, MAX_TURNS, RATE, SECRET, STATE,
+                           USER_RATE, _fail, _issuer, _limits, _load_keys, _memory_factory, _throttle)
 
 app = typer.Typer(help=__doc__, add_completion=False, invoke_without_command=True, cls=ErrorExitGroup)
 
@@ -27,7 +28,13 @@ def proxy(upstream: str = typer.Option(None, "--upstream", callback=cli_default(
           k: int = typer.Option(5, "--k", min=1, max=50, help="Preferences recalled into the system message."),
           timeout: float = typer.Option(120.0, "--timeout", min=1.0, help="Seconds to wait for the upstream."),
           extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER,
-          token_secret: Optional[Path] = SECRET, token_state: Optional[Path] = STATE):
+          token_secret: Optional[Path] = SECRET, token_state: Optional[Path] = STATE,
+          max_body: int = MAX_BODY,
+          max_turns: int = MAX_TURNS, max_turn_chars: int = MAX_TURN_CHARS, max_total_chars: int = MAX_TOTAL_CHARS,
+          rate: float = RATE, burst: Optional[int] = BURST, user_rate: float = USER_RATE,
+          forward_user: bool = typer.Option(False, "--forward-user/--no-forward-user",
+                                            help="Send the request's `user` field on to the upstream (default: "
+                                                 "removed, the end user's id stays here).")):
     """Serve the memory proxy (point any OpenAI SDK's base_url at http://HOST:PORT/v1)."""
     if not upstream:
         _fail("--upstream is required: the OpenAI-compatible base URL of the model server")
@@ -42,7 +49,9 @@ def proxy(upstream: str = typer.Option(None, "--upstream", callback=cli_default(
 
     typer.echo(f"boundmem proxy for {upstream} on http://{host}:{port}/v1 ({len(ring.tenants)} tenant(s))", err=True)
     proxy_app = create_proxy(mem, ring, upstream, upstream_key=secret_from(upstream_key_env), k=k,
-                             tokens=_issuer(token_secret, token_state), timeout=timeout)
+                             tokens=_issuer(token_secret, token_state), timeout=timeout, max_body_bytes=max_body,
+                             rate_limit=_throttle(rate, burst, user_rate),
+                             limits=_limits(max_turns, max_turn_chars, max_total_chars), forward_user=forward_user)
     from ..service.accesslog import install
 
     config = uvicorn.Config(proxy_app, host=host, port=port, log_level="info")

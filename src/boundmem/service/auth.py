@@ -19,6 +19,7 @@ from typing import Iterable, Mapping, Optional
 
 from ..errors import ConfigError
 from ..user_id import TENANT_PATTERN, valid_tenant
+from .tokens import PREFIX as TOKEN_PREFIX
 
 __all__ = ["KeyRing", "KeysFileError"]
 MIN_KEY_LENGTH = 16
@@ -55,6 +56,15 @@ class KeyRing:
             else:
                 if len(key) < MIN_KEY_LENGTH:
                     raise KeysFileError(f"key for tenant {tenant!r} is shorter than {MIN_KEY_LENGTH} characters")
+                if not key.isascii() or not key.isprintable() or any(c.isspace() for c in key):
+                    # a header value loses surrounding spaces and cannot carry control or non-ASCII characters:
+                    # such a key could never be sent, so it is a typo in the file
+                    raise KeysFileError(f"key for tenant {tenant!r} (entry {n}) contains whitespace, control or "
+                                        "non-ASCII characters, so no client could send it")
+                if key.startswith(TOKEN_PREFIX + "."):
+                    raise KeysFileError(f"key for tenant {tenant!r} (entry {n}) looks like a user token ('{TOKEN_PREFIX}."
+                                        "...'): every credential of that shape is checked as a token, so it could "
+                                        "never authenticate as a key; use another key")
                 digest = _digest(key)
                 name = f"entry {n} (a raw key for tenant {tenant!r})"
             if digest in seen:

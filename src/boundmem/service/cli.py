@@ -74,6 +74,23 @@ STATE = typer.Option(None, "--token-state", callback=cli_default("service.token_
                           "default: in memory.")
 
 
+RATE = typer.Option(20.0, "--rate-limit", min=0.0,
+                    help="Requests per second per tenant (0: no limit); over it: 429 + Retry-After.")
+BURST = typer.Option(None, "--burst", min=1, help="Bucket size for --rate-limit (default: twice the rate).")
+USER_RATE = typer.Option(5.0, "--user-rate-limit", min=0.0,
+                         help="Requests per second per user token, inside its tenant's limit (0: none; burst: 4x).")
+MAX_BODY = typer.Option(1_000_000, "--max-body-bytes", min=1, help="Refuse request bodies larger than this with 413.")
+
+
+def _throttle(rate: float, burst: Optional[int], user_rate: float):
+    """The rate limits of `serve` and `proxy`; failed authentications per client address are always limited."""
+    from .limits import DEFAULT_FAILURE_BURST, DEFAULT_FAILURE_RATE, RateLimiter, Throttle
+
+    return Throttle(tenant=RateLimiter(rate, burst or max(1, int(round(2 * rate)))) if rate > 0 else None,
+                    user=RateLimiter(user_rate, max(1, int(round(4 * user_rate)))) if user_rate > 0 else None,
+                    failures=RateLimiter(DEFAULT_FAILURE_RATE, DEFAULT_FAILURE_BURST))
+
+
 def _limits(max_turns: int, max_turn_chars: int, max_total_chars: int):
     from .limits import ContentLimits
 
@@ -102,12 +119,9 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
           keys: Optional[Path] = KEYS,
           host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8000, "--port"),
           extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER,
-          max_body: int = typer.Option(1_000_000, "--max-body-bytes", min=1,
-                                       help="Refuse request bodies larger than this with 413."),
+          max_body: int = MAX_BODY,
           max_turns: int = MAX_TURNS, max_turn_chars: int = MAX_TURN_CHARS, max_total_chars: int = MAX_TOTAL_CHARS,
-          rate: float = typer.Option(20.0, "--rate-limit", min=0.0,
-                                     help="Requests per second per tenant (0: no limit); over it: 429 + Retry-After."),
-          burst: Optional[int] = typer.Option(None, "--burst", min=1, help="Bucket size for --rate-limit (default: twice the rate)."),
+          rate: float = RATE, burst: Optional[int] = BURST, user_rate: float = USER_RATE,
           token_secret: Optional[Path] = SECRET, token_state: Optional[Path] = STATE,
           token_ttl: int = typer.Option(900, "--token-ttl", min=1, help="Default lifetime of a user token, seconds."),
           token_max_ttl: int = typer.Option(86_400, "--token-max-ttl", min=1, help="Longest lifetime a token may be minted with."),
@@ -118,7 +132,6 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
         return
     ring = _load_keys(keys)
     from .app import create_app
-    from .limits import RateLimiter
 
     if token_ttl > token_max_ttl:
         raise InputError(f"--token-ttl {token_ttl} is longer than --token-max-ttl {token_max_ttl}")
@@ -136,10 +149,9 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
         import uvicorn
 
         typer.echo(f"boundmem serving {len(ring.tenants)} tenant(s) on http://{host}:{port} (page: /ui, API docs: /docs)", err=True)
-        limiter = RateLimiter(rate, burst or max(1, int(round(2 * rate)))) if rate > 0 else None
         from .accesslog import install
 
-        config = uvicorn.Config(create_app(factory, ring, max_body_bytes=max_body, rate_limit=limiter, limits=limits,
+        config = uvicorn.Config(create_app(factory, ring, max_body_bytes=max_body, rate_limit=_throttle(rate, burst, user_rate), limits=limits,
                                            tokens=issuer), host=host, port=port, log_level="info")
         install()   # after uvicorn set up its loggers: the access log shows pseudonyms, never user ids
         uvicorn.Server(config).run(sockets=[sock])
@@ -161,7 +173,8 @@ def mcp_command(db: str = DB, schema: Optional[Path] = SCHEMA,
                                               help="Longest JSON-RPC message; longer ones get an error reply."),
                 max_turns: int = MAX_TURNS, max_turn_chars: int = MAX_TURN_CHARS, max_total_chars: int = MAX_TOTAL_CHARS,
                 extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER):
-    """Speak MCP on stdin/stdout for one user: tools add, recall, list_preferences, delete_preference."""
+    """Speak MCP on stdin/stdout for one user: tools add, recall, list_preferences, delete_preference, opt_out, opt_in,
+    export, forget."""
     from ..user_id import InvalidUserId
 
     try:
@@ -174,6 +187,10 @@ def mcp_command(db: str = DB, schema: Optional[Path] = SCHEMA,
         raise InputError("bind the MCP server to exactly one user: --user USER (with --tenant) or --token TOKEN")
     if token is not None and token_secret is None:
         raise InputError("--token needs --token-secret-file: the secret of the API server that minted it")
+    if token is not None and token_state is None:
+        typer.echo("warning: no --token-state: a revocation by the API server (DELETE /v1/users/{user}/tokens) is not "
+                   "seen by this process, so the token works here until it expires; give the API server's "
+                   "--token-state file to see revocations at once", err=True)
     try:
         binding = Binding(tenant, user) if token is None else Binding(token=token, issuer=_issuer(token_secret, token_state))
     except (InvalidUserId, TokenError, ValueError) as e:

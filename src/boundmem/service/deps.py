@@ -1,5 +1,6 @@
 """What the routes need from a request: who is asking (a tenant key or a user token, rate-limited), which user the
-request acts on, and the Memory.
+request acts on, and the Memory. The proxy uses the same `authenticate`, so both servers resolve credentials and
+apply rate limits the same way.
 
 Tenancy lives in two small pieces: `principal` turns the bearer key into a tenant, and `subject` joins it with the
 path's (validated) user id into the store's namespaced id, so no route ever handles a raw store id taken from the
@@ -9,7 +10,6 @@ request. The app's parts (key ring, token issuer, rate limiter, content limits, 
 No `from __future__ import annotations`: FastAPI resolves the Annotated aliases at runtime.
 """
 
-import math
 import threading
 from dataclasses import dataclass
 from typing import Annotated, Callable, Optional, Union
@@ -18,13 +18,13 @@ from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator
 
-from ..errors import NotFoundError
+from ..errors import BoundmemError, NotFoundError
 from ..memory import Memory
 from ..schema.model import UnknownCategoryError
 from ..user_id import RULE as USER_ID_RULE
 from ..user_id import USER_ID_PATTERN, check_user_id, namespaced
 from .auth import KeyRing
-from .limits import ContentLimits, RateLimiter
+from .limits import ContentLimits, RateLimited, Throttle
 from .tokens import TokenError, TokenIssuer, looks_like_token
 
 MemorySource = Union[Memory, Callable[[], Memory]]
@@ -50,7 +50,7 @@ class Service:
 
     ring: KeyRing
     tokens: TokenIssuer
-    rate_limit: Optional[RateLimiter]
+    throttle: Throttle
     limits: ContentLimits
     memory: LazyMemory
 
@@ -80,35 +80,56 @@ bearer = HTTPBearer(auto_error=False, description="A tenant API key, or a user t
                                                   "`Authorization: Bearer KEY-OR-TOKEN`.")
 
 
-def _unauthorized(message: str) -> HTTPException:
-    return HTTPException(status.HTTP_401_UNAUTHORIZED, message, headers={"WWW-Authenticate": "Bearer"})
+class Unauthorized(BoundmemError):
+    """No valid tenant key or user token was presented (401); each surface answers it in its own error shape."""
+
+    code = "unauthorized"
 
 
-def principal(svc: Annotated[Service, Depends(service)],
-              cred: Annotated[Optional[HTTPAuthorizationCredentials], Depends(bearer)]) -> Principal:
-    presented = cred.credentials if cred else None
+def authenticate(svc: Service, presented: Optional[str], address: Optional[str]) -> Principal:
+    """The principal of a bearer credential, after the rate limits: an address over its failed-authentication
+    budget is refused first (RateLimited), a bad credential counts against its address (Unauthorized), and a
+    good one against its tenant and, for a user token, its user (RateLimited)."""
+    svc.throttle.check_address(address)
+    try:
+        who = _identify(svc, presented)
+    except Unauthorized:
+        svc.throttle.failed(address)
+        raise
+    svc.throttle.admit(who.tenant, who.user)
+    return who
+
+
+def _identify(svc: Service, presented: Optional[str]) -> Principal:
     if presented and looks_like_token(presented):
         try:
             tok = svc.tokens.verify(presented)
         except TokenError as e:
-            raise _unauthorized(f"invalid user token: {e}") from e
+            raise Unauthorized(f"invalid user token: {e}") from e
         if tok.tenant not in svc.ring.tenants:   # the tenant's key was withdrawn: so are its users' tokens
-            raise _unauthorized("invalid user token: unknown tenant")
-        who = Principal(tok.tenant, tok.user, tok.expires_at)
-    else:
-        t = svc.ring.tenant(presented)
-        if t is None:
-            raise _unauthorized("missing or invalid API key or user token (Authorization: Bearer KEY)")
-        who = Principal(t)
-    limiter = svc.rate_limit
-    if limiter is not None:
-        wait = limiter.take(who.tenant)
-        if wait is not None:
-            raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS,
-                                f"tenant {who.tenant!r} is over its rate limit of {limiter.rate:g} requests/s "
-                                f"(burst {limiter.burst}); retry in {wait:.2f} s",
-                                headers={"Retry-After": str(max(1, math.ceil(wait)))})
-    return who
+            raise Unauthorized("invalid user token: unknown tenant")
+        return Principal(tok.tenant, tok.user, tok.expires_at)
+    t = svc.ring.tenant(presented)
+    if t is None:
+        raise Unauthorized("missing or invalid API key or user token (Authorization: Bearer KEY)")
+    return Principal(t)
+
+
+def client_address(request: Request) -> Optional[str]:
+    """The peer's address as the server sees it (behind a reverse proxy: run uvicorn with --forwarded-allow-ips so
+    this is the client's, not the proxy's)."""
+    return request.client.host if request.client else None
+
+
+def principal(request: Request, svc: Annotated[Service, Depends(service)],
+              cred: Annotated[Optional[HTTPAuthorizationCredentials], Depends(bearer)]) -> Principal:
+    try:
+        return authenticate(svc, cred.credentials if cred else None, client_address(request))
+    except Unauthorized as e:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, str(e), headers={"WWW-Authenticate": "Bearer"}) from e
+    except RateLimited as e:
+        raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, str(e),
+                            headers={"Retry-After": str(e.retry_after)}) from e
 
 
 UserId = Annotated[str, Path(pattern=f"^{USER_ID_PATTERN}$", description=f"Your user id: {USER_ID_RULE}."),

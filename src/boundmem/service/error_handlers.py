@@ -10,6 +10,7 @@ Messages never show the store's namespaced user id (the caller's own id replaces
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
@@ -27,6 +28,7 @@ from ..store.base import is_store_busy
 from .limits import LimitExceeded, dimension_error, error_body, retry_after
 
 log = logging.getLogger("boundmem.service")
+_ENDPOINT = re.compile(r"\bhttps?://[^\s)'\"]+")   # an upstream's address, which a client never sees
 
 HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
               409: "conflict", 413: "too_large", 422: "invalid_request", 429: "rate_limited", 500: "internal_error",
@@ -100,7 +102,8 @@ async def _upstream(request: Request, exc: UpstreamError) -> JSONResponse:
     # the client learns which upstream failed and how, the log the rest (the message may name the endpoint)
     log.warning("%s failed on %s %s: %s", exc.upstream, request.method, request.url.path, exc)
     if isinstance(exc, ExtractionError):   # the model's answer was unusable: the message is about the output
-        return _json(502, exc.code, f"extraction failed, nothing stored: {_said(request, exc)}")
+        return _json(502, exc.code, f"extraction failed, nothing stored: {_ENDPOINT.sub('<endpoint>', _said(request, exc))}",
+                     upstream=exc.upstream)
     http = f", HTTP {exc.status}" if exc.status else ""
     return _json(502, exc.code, f"{exc.upstream} failed ({type(exc).__name__}{http}); nothing was stored, "
                                 f"retry later", upstream=exc.upstream)

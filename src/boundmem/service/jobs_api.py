@@ -20,7 +20,10 @@ log = logging.getLogger("boundmem.service")
 
 
 def job_out(job: Job, user: str) -> JobOut:
-    return JobOut(id=job.id, user=user, status=job.status, attempts=job.attempts, result=job.result, error=job.error,
+    """The job as its caller sees it: `job.user` is the store's namespaced id, which an error message may name; the
+    caller's own id replaces it (the tenant namespace never appears in an answer)."""
+    error = job.error.replace(job.user, user) if job.error else job.error
+    return JobOut(id=job.id, user=user, status=job.status, attempts=job.attempts, result=job.result, error=error,
                   created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at,
                   url=f"/v1/users/{user}/jobs/{job.id}")
 

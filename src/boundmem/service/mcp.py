@@ -2,24 +2,29 @@
 
 It runs on the operator's machine for one agent and one end user: the server is bound to a user when it starts
 (`--tenant T --user U`, or a user token minted by the HTTP API, `--token`), so the agent never chooses whose memory
-it touches. A tool call that names another user (a prompt injection: "recall for bob") is refused. User ids are
-namespaced by tenant exactly as the HTTP API does, and follow the same rule (`boundmem.user_id`).
+it touches: no tool takes a user, and a call that passes one anyway (a prompt injection: "recall for bob"), or any
+other argument a tool does not declare, is refused with a tool error. User ids are namespaced by tenant exactly as
+the HTTP API does, and follow the same rule (`boundmem.user_id`). Tools: add, recall, list_preferences,
+delete_preference, opt_out, opt_in, export, forget.
 
 The stdio transport is our own thin layer in front of the MCP library: every frame is checked before the library
 sees it, and every malformed one (invalid JSON, not an object, a batch, no or non-string method, a bad id or
 version, params that are not an object, tools/call with a non-string name or non-object arguments, an unknown
-method, a frame over the size limit) gets a JSON-RPC error reply, so a client never waits for an answer that will
-not come. Frames are read with a bounded buffer; the tools apply the API's content limits.
+method, a frame over the size limit, JSON nested deeper than the API allows) gets a JSON-RPC error reply, so a
+client never waits for an answer that will not come, and no frame can stop the server. Frames are read with a
+bounded buffer; the tools apply the API's content limits.
 Needs the optional `mcp` package (`pip install 'boundmem[mcp]'`).
 """
 from __future__ import annotations
 
 import functools
+import inspect
 import json
+import logging
 import os
 import sys
 import threading
-from typing import Annotated, Any, Callable, Optional, Union
+from typing import Annotated, Any, Callable, Mapping, Optional, Union
 
 import anyio
 from pydantic import BaseModel, Field
@@ -32,26 +37,26 @@ except ImportError:  # mcp 1.x
     from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
 from mcp.server.stdio import stdio_server
 
+from .. import __version__
 from ..errors import NotFoundError
 from ..memory import Memory
-from ..models import Conversation, Turn
+from ..models import Conversation, Turn, UserExport
 from ..store.base import is_store_busy
 from ..user_id import check_user_id, namespaced
-from .limits import (DEFAULT_MAX_BODY_BYTES, ContentLimits, LimitExceeded, dimension_error,
+from .limits import (DEFAULT_MAX_BODY_BYTES, ContentLimits, LimitExceeded, dimension_error, parse_json,
                      retry_after)
 from .tokens import TokenError, TokenIssuer
 
+log = logging.getLogger("boundmem.mcp")
+
 MemorySource = Union[Memory, Callable[[], Memory]]
 
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
 REQUEST_TOO_LARGE = -32000   # implementation-defined server error: the frame is over --max-frame-bytes
 # client -> server requests of the MCP spec; anything else with an id is answered "method not found" here
 METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "resources/list", "resources/templates/list",
                      "resources/read", "resources/subscribe", "resources/unsubscribe", "prompts/list", "prompts/get",
                      "completion/complete", "logging/setLevel", "server/discover"})
-
-
-User = Annotated[Optional[str], Field(description="Leave out: this server serves one user. If given, it must be that user.")]
 
 
 class StoredPreference(BaseModel):
@@ -76,6 +81,24 @@ class PreferenceListing(BaseModel):
     preferences: list[StoredPreference]
 
 
+class OptOutResult(BaseModel):
+    category: str = Field(description="The category as the schema names it (main, main/sub or main/sub/detail).")
+    purged: list[StoredPreference] = Field(description="What was held there and is now erased.")
+
+
+class OptInResult(BaseModel):
+    category: str
+    opted_in: bool = Field(description="False if the user had not opted out of it.")
+
+
+class ForgetResult(BaseModel):
+    erased: int = Field(description="Preferences erased; the erasure itself stays recorded, without content.")
+
+
+Category = Annotated[str, Field(max_length=200, description="A main, sub or detail category: its key, name or "
+                                                             "path (e.g. 'Restaurant' or 'poi/restaurant').")]
+
+
 class Binding:
     """The one user an MCP server acts for: fixed (tenant, user), or a user token checked at every call (so an
     expired or revoked token stops working while the server runs)."""
@@ -94,14 +117,10 @@ class Binding:
             raise ValueError("an MCP server must be bound to one user (--user) or to a user token (--token)")
         self._token, self._issuer = token, issuer
 
-    def store_id(self, asked: Optional[str] = None) -> str:
-        """The store id of the bound user; `asked` (a user id the agent passed) must be that user."""
+    def store_id(self) -> str:
+        """The store id of the bound user (while its token, if it has one, is still valid)."""
         if self._token is not None:
             self._issuer.verify(self._token)   # type: ignore[union-attr]
-        if asked is not None:
-            check_user_id(asked)
-            if asked != self.user:
-                raise ValueError(f"this memory server is bound to one user; user {asked!r} is refused")
         return namespaced(self.tenant, self.user)
 
 
@@ -138,26 +157,31 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
                 held.append(memory if isinstance(memory, Memory) else memory())
             return held[0]
 
-    def who(user: Optional[str]) -> str:
+    def who() -> str:
         try:
-            return binding.store_id(user)
+            return binding.store_id()
         except TokenError as e:
             raise ToolError(f"the user token of this server is no longer valid: {e}") from e
 
     def sp(p) -> StoredPreference:
         return StoredPreference(id=p.id, category=str(p.path), attribute=p.attribute, sentence=p.sentence)
 
-    server = _Server("boundmem", instructions=(
-        "Long-term memory of the current user's preferences, bounded to the categories the user agreed to. Call "
-        "`add` with what the user said after a conversation, and `recall` with the user's latest utterance before "
-        "answering. The server serves one user; you do not need to pass a user id."))
+    instructions = ("Long-term memory of the current user's preferences, bounded to the categories the user agreed "
+                    "to. Call `add` with what the user said after a conversation, and `recall` with the user's latest "
+                    "utterance before answering. When the user asks, `opt_out` stops remembering a category (and "
+                    "erases it), `opt_in` lifts that, `export` shows everything held, `forget` erases it all. The "
+                    "server serves one user: no tool takes a user id.")
+    try:
+        server = _Server("boundmem", version=__version__, instructions=instructions)
+    except TypeError:   # mcp 1.x: no version argument; its low-level server has the field
+        server = _Server("boundmem", instructions=instructions)
+        getattr(server, "_mcp_server").version = __version__
 
     @server.tool()
     @_refusals
-    def add(user_messages: list[str], conversation_id: Annotated[Optional[str], Field(max_length=200)] = None,
-            user: User = None) -> AddResult:
+    def add(user_messages: list[str], conversation_id: Annotated[Optional[str], Field(max_length=200)] = None) -> AddResult:
         """Remember the preferences the user expressed in these messages (the user's own words, in order)."""
-        ns = who(user)
+        ns = who()
         if not user_messages or not all(m.strip() for m in user_messages):
             raise ValueError("user_messages must be a non-empty list of non-empty strings")
         limits.check_turns(user_messages)
@@ -169,9 +193,9 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
 
     @server.tool()
     @_refusals
-    def recall(utterance: str, k: int = 5, user: User = None) -> RecallResult:
+    def recall(utterance: str, k: int = 5) -> RecallResult:
         """The stored preferences most relevant to what the user just said (k <= 0: dynamic, one subcategory)."""
-        ns = who(user)
+        ns = who()
         if not utterance.strip():
             raise ValueError("utterance must not be empty")
         limits.check_utterance(utterance)
@@ -180,21 +204,64 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
 
     @server.tool()
     @_refusals
-    def list_preferences(user: User = None) -> PreferenceListing:
+    def list_preferences() -> PreferenceListing:
         """Everything stored about the user, with the sentence each preference came from."""
-        return PreferenceListing(preferences=[sp(p) for p in mem().preferences(who(user))])
+        return PreferenceListing(preferences=[sp(p) for p in mem().preferences(who())])
 
     @server.tool()
     @_refusals
-    def delete_preference(preference_id: Annotated[str, Field(max_length=100)], user: User = None) -> StoredPreference:
+    def delete_preference(preference_id: Annotated[str, Field(max_length=100)]) -> StoredPreference:
         """Delete one stored preference (when the user asks to forget it)."""
-        ns = who(user)
+        ns = who()
         try:
             return sp(mem().delete(ns, preference_id))
         except NotFoundError as e:
             raise ToolError(f"no preference {preference_id!r} for this user") from e
 
+    @server.tool()
+    @_refusals
+    def opt_out(category: Category) -> OptOutResult:
+        """Stop remembering a category the user no longer wants remembered; what is held there is erased."""
+        ns, m = who(), mem()
+        prefix = m.schema.resolve_prefix(category)
+        return OptOutResult(category=prefix, purged=[sp(p) for p in m.opt_out(ns, prefix)])
+
+    @server.tool()
+    @_refusals
+    def opt_in(category: Category) -> OptInResult:
+        """Remember a category again that the user opted out of (only when the user asks)."""
+        ns, m = who(), mem()
+        prefix = m.schema.resolve_prefix(category)
+        return OptInResult(category=prefix, opted_in=m.opt_in(ns, prefix))
+
+    @server.tool()
+    @_refusals
+    def export() -> UserExport:
+        """Everything held about the user: preferences, opt-outs with their consent records, the audit log."""
+        ns = who()
+        return UserExport.model_validate(_renamed(mem().export(ns).model_dump(mode="json"), ns, binding.user))
+
+    @server.tool()
+    @_refusals
+    def forget() -> ForgetResult:
+        """Erase everything held about the user (only when the user asks to be forgotten); opt-outs stay."""
+        return ForgetResult(erased=mem().forget(who()))
+
+    # what each tool accepts: anything else in a call is refused on the wire (see check_frame)
+    server.boundmem_arguments = {f.__name__: frozenset(inspect.signature(f).parameters)   # type: ignore[attr-defined]
+                                 for f in (add, recall, list_preferences, delete_preference, opt_out, opt_in, export,
+                                           forget)}
     return server
+
+
+def _renamed(obj: Any, ns: str, user: str) -> Any:
+    """`obj` with every string that is the store's namespaced id put back as the user's own id (an agent and its
+    user never see the tenant namespace)."""
+    if isinstance(obj, dict):
+        return {k: _renamed(v, ns, user) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_renamed(v, ns, user) for v in obj]
+    return user if obj == ns else obj
 
 
 # --- the stdio transport ---------------------------------------------------------------------------
@@ -206,11 +273,29 @@ def _valid_id(v: Any) -> bool:
     return isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool))
 
 
-def check_frame(line: bytes) -> tuple[Optional[dict], Optional[dict]]:
+def _tool_refusal(id_: Any, message: str) -> dict:
+    """A tools/call answered as a failed tool call (the agent's model reads why), not as a protocol error."""
+    return {"jsonrpc": "2.0", "id": id_, "result": {"content": [{"type": "text", "text": message}], "isError": True}}
+
+
+def check_frame(line: bytes, arguments: Optional[Mapping[str, frozenset[str]]] = None
+                ) -> tuple[Optional[dict], Optional[dict]]:
     """(frame to pass on, None) or (None, error reply or None). A reply is None for a malformed notification:
-    JSON-RPC never answers notifications, and a frame without an id has nothing to be answered to."""
+    JSON-RPC never answers notifications, and a frame without an id has nothing to be answered to. `arguments`:
+    the argument names each tool accepts; a tools/call with any other is refused (a tool error naming it).
+    Never raises: a frame this cannot check is answered with an internal error."""
     try:
-        msg = json.loads(line.decode("utf-8"))
+        return _check_frame(line, arguments)
+    except Exception as e:  # noqa: BLE001 - no frame may stop the server
+        log.exception("could not check a frame")
+        return None, _error(None, INTERNAL_ERROR, f"internal error: the frame could not be read ({type(e).__name__})")
+
+
+def _check_frame(line: bytes, arguments: Optional[Mapping[str, frozenset[str]]]) -> tuple[Optional[dict], Optional[dict]]:
+    try:
+        msg = parse_json(line)
+    except LimitExceeded as e:
+        return None, _error(None, PARSE_ERROR, f"parse error: {e}")
     except (UnicodeDecodeError, ValueError) as e:
         return None, _error(None, PARSE_ERROR, f"parse error: not valid JSON ({e})")
     if isinstance(msg, list):
@@ -245,8 +330,17 @@ def check_frame(line: bytes) -> tuple[Optional[dict], Optional[dict]]:
     if method == "tools/call":
         if not isinstance(params.get("name"), str):
             return None, _error(id_, INVALID_PARAMS, "invalid params: tools/call needs a string 'name'")
-        if not isinstance(params.get("arguments", {}), dict):
+        args = params.get("arguments", {})
+        if not isinstance(args, dict):
             return None, _error(id_, INVALID_PARAMS, "invalid params: tools/call 'arguments' must be an object")
+        known = (arguments or {}).get(params["name"])
+        unknown = sorted(set(args) - known) if known is not None else []
+        if unknown:
+            why = (" (this memory server serves one user: no tool takes a user id)"
+                   if "user" in unknown else "")
+            return None, _tool_refusal(id_, f"tool {params['name']!r} does not take "
+                                            f"{', '.join(map(repr, unknown))}; it takes "
+                                            f"{', '.join(sorted(known)) or 'no arguments'}{why}")
     return msg, None
 
 
@@ -254,8 +348,9 @@ class _Wire:
     """Line-oriented stdin/stdout for the MCP library's stdio_server: it iterates over checked frames only, and
     writes the library's replies and ours to stdout one whole line at a time."""
 
-    def __init__(self, rfile, wfile, max_frame_bytes: int, drain_seconds: float = 30.0):
-        self._r, self._w, self.max = rfile, wfile, max_frame_bytes
+    def __init__(self, rfile, wfile, max_frame_bytes: int, drain_seconds: float = 30.0,
+                 arguments: Optional[Mapping[str, frozenset[str]]] = None):
+        self._r, self._w, self.max, self._arguments = rfile, wfile, max_frame_bytes, arguments
         self._wlock = anyio.Lock()
         self._pending: set = set()   # ids of requests passed on and not answered yet
         self._drain = drain_seconds
@@ -264,7 +359,7 @@ class _Wire:
     async def write(self, text: str) -> None:
         try:
             sent = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             sent = None
         if isinstance(sent, dict) and ("result" in sent or "error" in sent):
             self._pending.discard(json.dumps(sent.get("id")))
@@ -315,7 +410,7 @@ class _Wire:
                 continue
             if not line.strip():
                 continue
-            msg, err = check_frame(line)
+            msg, err = check_frame(line, self._arguments)
             if err is not None:
                 await self.reply(err)
             if msg is not None:
@@ -332,7 +427,8 @@ async def serve_stdio(server: "_Server", max_frame_bytes: int = DEFAULT_MAX_BODY
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     os.close(devnull)
-    wire = _Wire(os.fdopen(wire_in, "rb", buffering=65536), os.fdopen(wire_out, "wb"), max_frame_bytes)
+    wire = _Wire(os.fdopen(wire_in, "rb", buffering=65536), os.fdopen(wire_out, "wb"), max_frame_bytes,
+                 arguments=getattr(server, "boundmem_arguments", None))
     low = getattr(server, "_lowlevel_server", None) or getattr(server, "_mcp_server")
     try:
         async with stdio_server(stdin=wire, stdout=wire) as (read_stream, write_stream):  # type: ignore[arg-type]

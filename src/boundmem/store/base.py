@@ -36,15 +36,24 @@ class OptedOutError(ConflictError):
         super().__init__(f"user {user!r} opted out of {rule!r}; refusing to store into {path}")
 
 
+BUSY_RETRY_AFTER = 2.0   # seconds every store (and the service, for SQLite's own "database is locked") advises
+
+
 class StoreBusy(StoreError):
     """The write lock is held by someone else (another process, a long transaction) for longer than the store
     waits. Nothing was written; the same call may succeed after `retry_after` seconds."""
 
     code = "store_busy"
 
-    def __init__(self, message: str, retry_after: float = 2.0):
+    def __init__(self, message: str, retry_after: float = BUSY_RETRY_AFTER):
         self.retry_after = retry_after
         super().__init__(f"{message}; retry in {retry_after:g} s")
+
+
+class StoreClosed(StoreError):
+    """The store was closed; nothing more can be read or written through it (a worker that meets this stops)."""
+
+    code = "store_closed"
 
 
 class EmbeddingDimensionError(ConflictError, StoreError):

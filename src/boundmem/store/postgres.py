@@ -40,9 +40,9 @@ import numpy as np
 
 from ..errors import ConfigError, NotFoundError, StoreError
 from ..models import AuditEntry, Observation, Preference, UserExport, utcnow
-from .base import AuditCheck, StoreBusy, unit
-from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, dim_mismatch, load_keys, migrate_legacy,
-                     POLARITY_MIGRATION, row_to_obs, row_to_pref, stack, verify_log)
+from .base import AuditCheck, StoreBusy, StoreClosed, unit
+from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch, load_keys,
+                     migrate_legacy, POLARITY_MIGRATION, row_to_obs, row_to_pref, stack, verify_log)
 
 try:
     import psycopg
@@ -116,6 +116,9 @@ _LEGACY = [
 ]
 # vacuumed after an erasure, so the erased rows' dead tuples are removed from the tables' pages
 _ERASED_TABLES = "preferences, observations, audit, users"
+# tables other parts of boundmem keep in the store's database that hold user text (the job queue's conversations):
+# vacuumed with the store's own when they exist
+_SHARED_TABLES = ("jobs",)
 
 _COLS = "id, user_id, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at, polarity"
 _ORDER = "ORDER BY created_at, seq"
@@ -222,14 +225,14 @@ class PostgresStore(SingleWrites):
             if self._pid != os.getpid():  # forked: abandon the parent's pool, never close its sockets
                 self._pid, self._local, self._pool = os.getpid(), threading.local(), self._new_pool()
             if self._pool is None:
-                raise StoreError("the store is closed")
+                raise StoreClosed("the store is closed")
             pool = self._pool
         with ExitStack() as stack:
             try:
                 con = stack.enter_context(pool.connection())
             except PoolTimeout as e:
                 raise StoreBusy(f"all {self.max_connections} database connections of this store are in use "
-                                f"(waited {self.pool_timeout:g} s)", retry_after=2.0) from e
+                                f"(waited {self.pool_timeout:g} s)") from e
             yield con
 
     def connections(self) -> int:
@@ -263,7 +266,7 @@ class PostgresStore(SingleWrites):
                     con.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_NS, lock_user))
                 except psycopg.errors.LockNotAvailable as e:
                     raise StoreBusy(f"user {lock_user!r} is being written by another transaction "
-                                    f"(waited {self.lock_timeout:g} s)", retry_after=2.0) from e
+                                    f"(waited {self.lock_timeout:g} s)") from e
                 con.execute("SELECT set_config('lock_timeout', %s, true)", (saved,))
             self._local.con = con
             try:
@@ -351,7 +354,9 @@ class PostgresStore(SingleWrites):
                                           (self.keys.subject(user),))]
 
     def audit(self, user: str) -> list[AuditEntry]:
-        rows = self._query(f"SELECT {AUDIT_COLS} FROM audit WHERE subject=%s ORDER BY useq", (self.keys.subject(user),))
+        with self._conn() as con:
+            subject = chain_subject(con, DIALECT, self.keys, user)
+        rows = self._query(f"SELECT {AUDIT_COLS} FROM audit WHERE subject=%s ORDER BY useq", (subject,))
         return [audit_entry(user, r, DIALECT.loads) for r in rows]
 
     def users(self) -> list[str]:
@@ -381,8 +386,8 @@ class PostgresStore(SingleWrites):
         return n
 
     def _vacuum(self) -> None:
-        """After an erasure, VACUUM the tables it touched (`vacuum="plain"`, the default): the erased rows' dead
-        tuples are pruned now rather than whenever autovacuum comes by, but PostgreSQL does not zero the space they
+        """After an erasure, VACUUM the tables it touched and the job queue's (`vacuum="plain"`, the default): the
+        erased rows' dead tuples are pruned now rather than whenever autovacuum comes by, but PostgreSQL does not zero the space they
         took, so their bytes stay in the table and index files until the space is reused. `vacuum="full"` rewrites
         the tables (VACUUM FULL: no erased byte left in any live data file, at the price of an exclusive lock on
         the tables while it runs); "off" leaves it to autovacuum. WAL segments, archives and replicas are beyond
@@ -392,7 +397,8 @@ class PostgresStore(SingleWrites):
             return
         try:
             with self._conn() as con:
-                con.execute(f"VACUUM {'FULL ' if self.vacuum == 'full' else ''}{_ERASED_TABLES}")
+                shared = [t for t in _SHARED_TABLES if con.execute("SELECT to_regclass(%s)", (t,)).fetchone()[0]]
+                con.execute(f"VACUUM {'FULL ' if self.vacuum == 'full' else ''}{', '.join([_ERASED_TABLES, *shared])}")
             self.last_vacuum_error = None
         except psycopg.Error as e:  # pragma: no cover - depends on the role's rights
             self.last_vacuum_error = str(e)

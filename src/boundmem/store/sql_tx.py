@@ -124,6 +124,27 @@ class AuditKeys:
                                          "content_hash": content_hash, "prev_hash": prev_hash})).hexdigest()
 
 
+def _generation_key(keys: AuditKeys, user: str) -> str:
+    return f"audit_generation:{keys.subject(user)}"
+
+
+def chain_subjects(con: Any, d: "Dialect", keys: AuditKeys, user: str) -> list[str]:
+    """The pseudonyms of every audit chain this user id has had, oldest first; the last is the current one.
+
+    Each `forget` closes the user's chain and starts a new generation, so a later user with the same (recycled) id
+    starts a fresh, empty chain and never sees the forgotten one's entries, which stay in the log under their own
+    pseudonym (verified by `verify_audit`, asked by the id or for everyone). Generation 0 is the plain pseudonym
+    (stores written before generations keep theirs); the counter is kept in `meta` under that stable pseudonym,
+    never under the id."""
+    r = con.execute(d.sql("SELECT value FROM meta WHERE key=?"), (_generation_key(keys, user),)).fetchone()
+    return [keys.subject(user) if g == 0 else keys.subject(f"{user}\x00{g}") for g in range(int(r[0]) + 1 if r else 1)]
+
+
+def chain_subject(con: Any, d: "Dialect", keys: AuditKeys, user: str) -> str:
+    """The pseudonym of the user's current audit chain (see chain_subjects)."""
+    return chain_subjects(con, d, keys, user)[-1]
+
+
 def load_keys(con: Any, d: "Dialect") -> AuditKeys:
     """The store's salt, created on first use (concurrent creators agree: the first insert wins)."""
     con.execute(d.sql("INSERT INTO meta(key, value) VALUES ('audit_salt', ?) ON CONFLICT DO NOTHING"), (new_salt(),))
@@ -160,19 +181,21 @@ def verify_chain(keys: AuditKeys, subject: str, rows, loads: Callable[[Any], Any
 
 
 def verify_log(con: Any, d: "Dialect", keys: AuditKeys, users: list[str], every: bool) -> AuditCheck:
-    """Verify the chains of these users (by their pseudonyms), or with `every` of every subject in the log (also
-    forgotten users', named by pseudonym); the caller holds one snapshot."""
-    names = {keys.subject(u): u for u in users}
+    """Verify every chain of these users (by their pseudonyms: the current one and those closed by forget), or with
+    `every` of every subject in the log (also forgotten users', named by pseudonym); the caller holds one snapshot.
+    `users` of the result counts the users asked for, or with `every` the chains (a recycled id is a new user)."""
+    names = {subject: u for u in users for subject in chain_subjects(con, d, keys, u)}
     subjects = [r[0] for r in con.execute("SELECT DISTINCT subject FROM audit ORDER BY subject").fetchall()] \
         if every else list(names)
+    count = len(subjects) if every else len(users)
     entries = 0
     for subject in subjects:
         rows = con.execute(d.sql(f"SELECT {AUDIT_COLS} FROM audit WHERE subject=? ORDER BY useq"), (subject,)).fetchall()
         entries += len(rows)
         broken = verify_chain(keys, subject, rows, d.loads)
         if broken:
-            return AuditCheck(False, entries, len(subjects), names.get(subject, subject), *broken)
-    return AuditCheck(True, entries, len(subjects))
+            return AuditCheck(False, entries, count, names.get(subject, subject), *broken)
+    return AuditCheck(True, entries, count)
 
 
 @dataclass(frozen=True)
@@ -214,7 +237,8 @@ class SqlTx:
         self.con, self.user, self.d, self.keys = con, user, dialect, keys
         self._pin_in_tx = pin_in_tx
         self.new_dim: Optional[int] = None  # with pin_in_tx=False: the dimension the store records after commit
-        self.subject = keys.subject(user)
+        self.subject = keys.subject(user)   # opt-outs and the forgotten users row: stable across forget
+        self.chain = chain_subject(con, dialect, keys, user)   # the audit chain: a new one after each forget
         self._opt = [r[0] for r in self._q("SELECT prefix FROM opt_outs WHERE subject=?", (self.subject,))]
         self._dim: Optional[int] = None
         self._head: Optional[tuple[int, str]] = None
@@ -227,25 +251,25 @@ class SqlTx:
                keep_payload: bool = True, at: Any = None) -> None:
         """Append an entry to the user's chain. With keep_payload=False only the content's salted hash is kept."""
         if self._head is None:
-            r = self._q("SELECT useq, hash FROM audit WHERE subject=? ORDER BY useq DESC LIMIT 1", (self.subject,)).fetchone()
+            r = self._q("SELECT useq, hash FROM audit WHERE subject=? ORDER BY useq DESC LIMIT 1", (self.chain,)).fetchone()
             self._head = (int(r[0]), r[1]) if r else (0, GENESIS)
         seq, prev = self._head[0] + 1, self._head[1]
         at = self.d.now() if at is None else at
         content = self.keys.content(before, after, cause)
-        h = self.keys.entry(self.subject, seq, op, pref_id, category, why, at, content, prev)
+        h = self.keys.entry(self.chain, seq, op, pref_id, category, why, at, content, prev)
         if not keep_payload:
             before, after, cause = None, None, ERASED
         j = self.d.json
         self._q("INSERT INTO audit(subject, useq, op, preference_id, category, why, before, after, cause, at, "
                 "content_hash, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (self.subject, seq, op, pref_id, category, why, j(before) if before is not None else None,
+                (self.chain, seq, op, pref_id, category, why, j(before) if before is not None else None,
                  j(after) if after is not None else None, cause, at, content, prev, h))
         self._head = (seq, h)
 
     def _erase(self, condition: str = "TRUE", params: tuple = ()) -> None:
         """Blank the payload (before/after/cause) of this user's audit entries that match; their hashes stay."""
         self._q(f"UPDATE audit SET before=NULL, after=NULL, cause='{ERASED}' WHERE subject=? AND {condition} "
-                f"AND (before IS NOT NULL OR after IS NOT NULL OR cause <> '{ERASED}')", (self.subject, *params))
+                f"AND (before IS NOT NULL OR after IS NOT NULL OR cause <> '{ERASED}')", (self.chain, *params))
         self.erased = True
 
     def preferences(self, path: Optional[CategoryPath] = None) -> list[Preference]:
@@ -430,7 +454,8 @@ class SqlTx:
         (the caller holds the user's lock and has not registered the user in this transaction).
 
         Kept: the opt-outs (consent outlives forget), the audit entries' metadata and hashes (so the log stays
-        verifiable), and a users row under the pseudonym saying when the user was forgotten."""
+        verifiable), and a users row under the pseudonym saying when the user was forgotten. The chain ends with the
+        forget entry; the next write for this id starts a new chain (see chain_subject)."""
         n = self._q("DELETE FROM preferences WHERE {user}=?", (self.user,)).rowcount
         self._q("DELETE FROM observations WHERE {user}=?", (self.user,))
         self._erase()
@@ -440,6 +465,11 @@ class SqlTx:
             self._q("INSERT INTO users(id, created_at, forgotten_at) VALUES (?,?,?) "
                     "ON CONFLICT (id) DO UPDATE SET forgotten_at=excluded.forgotten_at", (self.subject, r[0], self.d.now()))
         self._audit("forget", None, None, {"preferences_erased": n}, cause, None, "erasure of the user's memory")
+        key = _generation_key(self.keys, self.user)
+        r = self._q("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        self._q("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value=excluded.value",
+                (key, str(int(r[0]) + 1 if r else 1)))
+        self.chain, self._head = chain_subject(self.con, self.d, self.keys, self.user), None
         self.erased = True
         return n
 

@@ -24,8 +24,8 @@ import numpy as np
 from ..errors import NotFoundError, StoreError
 from ..models import AuditEntry, Observation, Preference, UserExport, utcnow
 from .base import AuditCheck, StoreBusy, blocking_rule, is_store_busy, unit
-from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, dim_mismatch, load_keys, migrate_legacy,
-                     POLARITY_MIGRATION, row_to_obs, row_to_pref, stack, verify_log)
+from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch, load_keys,
+                     migrate_legacy, POLARITY_MIGRATION, row_to_obs, row_to_pref, stack, verify_log)
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ class SQLiteStore(SingleWrites):
 
     def _busy(self, e: sqlite3.OperationalError) -> StoreError:
         return StoreBusy(f"store {self.path} is busy: another process or thread holds its write lock "
-                         f"(waited {self.timeout:g} s): {e}", retry_after=max(1.0, min(self.timeout, 5.0)))
+                         f"(waited {self.timeout:g} s): {e}")
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -282,7 +282,7 @@ class SQLiteStore(SingleWrites):
     def audit(self, user: str) -> list[AuditEntry]:
         with self._use() as con:
             rows = con.execute(f"SELECT {AUDIT_COLS} FROM audit WHERE subject=? ORDER BY useq",
-                               (self.keys.subject(user),)).fetchall()
+                               (chain_subject(con, DIALECT, self.keys, user),)).fetchall()
         return [audit_entry(user, r, DIALECT.loads) for r in rows]
 
     def users(self) -> list[str]:
