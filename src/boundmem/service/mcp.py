@@ -19,7 +19,8 @@ import json
 import os
 import sys
 import threading
-from typing import Annotated, Any, Callable, Optional, Union
+from contextlib import contextmanager
+from typing import Annotated, Any, Callable, Iterator, Optional, Union
 
 import anyio
 from pydantic import BaseModel, Field
@@ -34,7 +35,7 @@ from mcp.server.stdio import stdio_server
 
 from ..errors import NotFoundError
 from ..memory import Memory
-from ..models import Conversation, Turn
+from ..models import Conversation, Observation, Polarity, Turn
 from ..store.base import is_store_busy
 from ..user_id import check_user_id, namespaced
 from .limits import (DEFAULT_MAX_BODY_BYTES, ContentLimits, LimitExceeded, dimension_error,
@@ -57,8 +58,20 @@ User = Annotated[Optional[str], Field(description="Leave out: this server serves
 class StoredPreference(BaseModel):
     id: str
     category: str
-    attribute: str
+    attribute: str = Field(description="The value, never negated: `polarity` says whether the user wants it.")
+    polarity: Polarity = Field("like", description="like, dislike (avoid it) or indifferent (the user does not mind).")
     sentence: str = Field(description="What the user said that this was taken from.")
+
+
+class HeldObservation(BaseModel):
+    """A one-off choice the user made: not a preference (never recalled) until repeated or confirmed."""
+
+    id: str
+    category: str
+    attribute: str
+    polarity: Polarity = "like"
+    sentence: str = Field(description="What the user said.")
+    conversation_id: Optional[str] = None
 
 
 class RecallResult(BaseModel):
@@ -70,10 +83,17 @@ class AddResult(BaseModel):
     stored: list[StoredPreference] = Field(description="Preferences inserted or updated by this conversation.")
     unchanged: int = Field(description="Candidates that matched what was already stored.")
     blocked: int = Field(description="Candidates dropped because the user opted out of their category.")
+    observed: list[HeldObservation] = Field(default_factory=list, description="One-off choices kept as observations.")
+    promoted: list[StoredPreference] = Field(default_factory=list, description="Preferences made from a choice "
+                                             "repeated in enough conversations (also in `stored`).")
 
 
 class PreferenceListing(BaseModel):
     preferences: list[StoredPreference]
+
+
+class ObservationListing(BaseModel):
+    observations: list[HeldObservation]
 
 
 class Binding:
@@ -127,6 +147,15 @@ def _refusals(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+@contextmanager
+def _unknown(kind: str, ident: str) -> Iterator[None]:
+    """An id this user does not hold, said without the store's namespaced user id."""
+    try:
+        yield
+    except NotFoundError as e:
+        raise ToolError(f"no {kind} {ident!r} for this user") from e
+
+
 def build_server(memory: MemorySource, binding: Binding, limits: Optional[ContentLimits] = None) -> "_Server":
     limits = limits or ContentLimits()
     lock = threading.Lock()
@@ -145,12 +174,18 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
             raise ToolError(f"the user token of this server is no longer valid: {e}") from e
 
     def sp(p) -> StoredPreference:
-        return StoredPreference(id=p.id, category=str(p.path), attribute=p.attribute, sentence=p.sentence)
+        return StoredPreference(id=p.id, category=str(p.path), attribute=p.attribute, polarity=p.polarity,
+                                sentence=p.sentence)
+
+    def ho(o: Observation) -> HeldObservation:
+        return HeldObservation(id=o.id, category=str(o.path), attribute=o.attribute, polarity=o.polarity,
+                               sentence=o.sentence, conversation_id=o.conversation_id)
 
     server = _Server("boundmem", instructions=(
         "Long-term memory of the current user's preferences, bounded to the categories the user agreed to. Call "
         "`add` with what the user said after a conversation, and `recall` with the user's latest utterance before "
-        "answering. The server serves one user; you do not need to pass a user id."))
+        "answering. `list_observations` shows one-off choices the user made; confirm or dismiss one only when the user "
+        "asks. The server serves one user; you do not need to pass a user id."))
 
     @server.tool()
     @_refusals
@@ -165,7 +200,8 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
         conv = Conversation(id=conversation_id or "mcp", turns=tuple(Turn(role="user", text=t) for t in user_messages))
         r = m.add(conv, ns)
         return AddResult(stored=[sp(p) for p in r.stored], unchanged=sum(d.action == "pass" for d in r.decisions),
-                         blocked=len(r.blocked))
+                         blocked=len(r.blocked), observed=[ho(o) for o in r.observed],
+                         promoted=[sp(p) for p in r.promoted])
 
     @server.tool()
     @_refusals
@@ -189,10 +225,37 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
     def delete_preference(preference_id: Annotated[str, Field(max_length=100)], user: User = None) -> StoredPreference:
         """Delete one stored preference (when the user asks to forget it)."""
         ns = who(user)
-        try:
+        with _unknown("preference", preference_id):
             return sp(mem().delete(ns, preference_id))
-        except NotFoundError as e:
-            raise ToolError(f"no preference {preference_id!r} for this user") from e
+
+    @server.tool()
+    @_refusals
+    def list_observations(user: User = None) -> ObservationListing:
+        """One-off choices the user made (not preferences, never recalled), with what they said: ask the user
+        whether to remember one (`confirm_observation`) or drop it (`dismiss_observation`)."""
+        return ObservationListing(observations=[ho(o) for o in mem().observations(who(user))])
+
+    @server.tool()
+    @_refusals
+    def confirm_observation(observation_id: Annotated[str, Field(max_length=100)],
+                            user: User = None) -> StoredPreference:
+        """The user wants this choice remembered: it becomes a preference at once."""
+        ns = who(user)
+        with _unknown("observation", observation_id):
+            return sp(mem().confirm(ns, observation_id))
+
+    @server.tool()
+    @_refusals
+    def dismiss_observation(observation_id: Annotated[str, Field(max_length=100)],
+                            user: User = None) -> HeldObservation:
+        """The user does not want this choice kept: it is erased. Answers what was dismissed."""
+        ns = who(user)
+        m = mem()
+        held = next((o for o in m.observations(ns) if o.id == observation_id), None)
+        if held is None:
+            raise ToolError(f"no observation {observation_id!r} for this user")
+        m.dismiss(ns, observation_id)
+        return ho(held)
 
     return server
 
