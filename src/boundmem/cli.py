@@ -155,7 +155,8 @@ def ingest(file: Path, user: str = USER, db: str = DB, schema: Optional[Path] = 
             _fail(f"{c.id}: {e} (nothing stored from it; {i} earlier conversation(s) of this file were stored)",
                   exit_code(e))
         for d in r.decisions:
-            console.print(f"{c.id}: [bold]{d.action}[/bold] {d.candidate.path} = {d.candidate.attribute!r}")
+            pol = "" if d.candidate.polarity == "like" else f" ({d.candidate.polarity})"
+            console.print(f"{c.id}: [bold]{d.action}[/bold] {d.candidate.path} = {d.candidate.attribute!r}{pol}")
         for b in r.blocked:
             console.print(f"{c.id}: [yellow]blocked[/yellow] {b.path} (opted out)")
         for o in r.observed:
