@@ -92,7 +92,7 @@ function renderObservations(observations) {
     yes.addEventListener("click", () => confirmObservation(g, yes, no));
     no.addEventListener("click", () => dismissObservation(g, yes, no));
     const said = el("ul", { class: "said" });
-    for (const i of g.items) said.append(el("li", {}, el("q", { class: "sentence" }, i.sentence)));
+    for (const sentence of new Set(g.items.map((i) => i.sentence))) said.append(el("li", {}, el("q", { class: "sentence" }, sentence)));
     list.append(el("li", { "data-path": pathOf(o), "data-ids": g.items.map((i) => i.id).join(" "), "data-polarity": o.polarity },
       el("span", { class: "category" }, o.label || o.category), ": ",
       el("span", { class: "choice" }, (o.display || "you chose " + o.attribute) + " in " + n + (n === 1 ? " conversation" : " conversations")),
