@@ -73,8 +73,8 @@ mains:
     (ref,) = s.details()
     assert (ref.main.label, ref.detail.label) == ("Home", "Light colour")
     assert ref.main.key == "home_private"   # the key still comes from the name
-    assert category_labels(s, ref.path) == ("Home > Lights > Light colour", "Light colour")
-    assert category_labels(s, "gone/away/detail") == ("gone/away/detail", "detail")   # another schema version
+    assert category_labels(s, ref.path) == ("Home", "Lights", "Light colour")
+    assert category_labels(s, "gone/away/detail") == ("gone", "away", "detail")   # another schema version
     from boundmem.schema import dump_yaml
 
     assert load_yaml(dump_yaml(s)) == s

@@ -16,7 +16,6 @@ from .conversation import read_conversations
 from .errors import InputError, NotFoundError, UpstreamError, exit_code
 from .schema.display import category_labels, choice, statement
 from .schema.load import builtin_schema, dump_yaml, load_schema
-from .schema.model import UnknownCategoryError
 from .user_id import cli_user_id as _user_id  # the one user-id rule, as on the API and MCP
 
 
@@ -211,16 +210,13 @@ def _store(db: str):
 
 
 def _label(schema, path) -> str:
-    try:
-        ref = schema.resolve(path)
-        return f"{ref.sub.label} > {ref.detail.label}"
-    except UnknownCategoryError:  # a preference from another schema version still gets shown
-        return str(path)
+    """Sub > detail category, as people read them (a preference from another schema version still gets shown)."""
+    return " > ".join(category_labels(schema, path)[1:])
 
 
 def _reads(schema, p) -> str:
     """The value as a user reads it, with its polarity ("Dislikes: Jazz", "Avoids: Highways")."""
-    return statement(category_labels(schema, p.path)[1], p.attribute, p.polarity)
+    return statement(category_labels(schema, p.path)[-1], p.attribute, p.polarity)
 
 
 def _print_prefs(prefs, title: str, schema=None):
@@ -239,7 +235,7 @@ def _print_observations(obs, title: str, schema) -> None:
     for col in ("id", "category", "choice", "said", "conversation", "noticed"):
         t.add_column(col, overflow="fold")
     for o in obs:
-        t.add_row(o.id[:8], _label(schema, o.path), choice(category_labels(schema, o.path)[1], o.attribute, o.polarity),
+        t.add_row(o.id[:8], _label(schema, o.path), choice(category_labels(schema, o.path)[-1], o.attribute, o.polarity),
                   o.sentence, o.conversation_id or "", o.created_at.strftime("%Y-%m-%d %H:%M"))
     console.print(t)
 

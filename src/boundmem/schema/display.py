@@ -62,11 +62,12 @@ def choice(label: str, attribute: str, polarity: str) -> str:
     return f"{_CHOICE[is_avoidance(label)].get(polarity, 'you chose')} {attribute}"
 
 
-def category_labels(schema: "Schema", path: "CategoryPath | str") -> tuple[str, str]:
-    """The labels of a stored value's category: ("Main > Sub > Detail", "Detail"). A path the schema no longer
-    holds (stored under another version of it) is still shown, by its keys."""
+def category_labels(schema: "Schema", path: "CategoryPath | str") -> tuple[str, str, str]:
+    """The labels of a stored value's category: (main, sub, detail). A path the schema no longer holds (stored
+    under another version of it) is still shown, by its keys."""
     try:
         ref = schema.resolve(path)
     except KeyError:   # UnknownCategoryError
-        return str(path), str(path).rsplit("/", 1)[-1]
-    return ref.label, ref.detail.label
+        keys = (str(path).split("/") + ["", "", ""])[:3]
+        return keys[0], keys[1], keys[2]
+    return ref.main.label, ref.sub.label, ref.detail.label

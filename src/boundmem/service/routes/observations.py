@@ -23,7 +23,8 @@ ObservationId = Annotated[str, Path(max_length=100)]
 
 def observation_out(mem: Memory, o: Observation, user: str) -> ObservationOut:
     """An observation as the API shows it: the caller's user id, the category's labels, the choice worded."""
-    cat, label = category_labels(mem.schema, o.path)
+    labels = category_labels(mem.schema, o.path)
+    cat, label = " > ".join(labels), labels[-1]
     return ObservationOut(id=o.id, user=user, path=o.path, category=cat, attribute=o.attribute, polarity=o.polarity,
                           label=label, display=choice(label, o.attribute, o.polarity), sentence=o.sentence,
                           conversation_id=o.conversation_id, created_at=o.created_at)

@@ -20,7 +20,8 @@ router = APIRouter(tags=["transparency"])
 def preference_out(mem: Memory, p: Preference, user: str) -> PreferenceOut:
     """A stored preference as the API shows it: the caller's user id, the category's labels and the value worded
     with its polarity, so every client shows a dislike as one."""
-    cat, label = category_labels(mem.schema, p.path)
+    labels = category_labels(mem.schema, p.path)
+    cat, label = " > ".join(labels), labels[-1]
     return PreferenceOut(id=p.id, user=user, path=p.path, category=cat, attribute=p.attribute, polarity=p.polarity,
                          label=label, display=statement(label, p.attribute, p.polarity), sentence=p.sentence,
                          conversation_id=p.conversation_id, created_at=p.created_at, updated_at=p.updated_at)
