@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import anyio
@@ -23,9 +24,11 @@ def _is_error(result) -> bool:
 
 async def _session(args, script):
     from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+    from mcp.client.stdio import get_default_environment, stdio_client
 
-    async with stdio_client(StdioServerParameters(command=sys.executable, args=args)) as (read, write):
+    # the MCP client starts the server with a minimal environment; keep PYTHONPATH so it runs the code under test
+    env = {**get_default_environment(), **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}
+    async with stdio_client(StdioServerParameters(command=sys.executable, args=args, env=env)) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             return await script(session)
@@ -44,7 +47,8 @@ def test_add_and_recall_over_stdio(tmp_path):
 
     async def script(s):
         tools = {t.name: t for t in (await s.list_tools()).tools}
-        assert {"add", "recall", "list_preferences", "delete_preference"} <= set(tools)
+        assert {"add", "recall", "list_preferences", "delete_preference", "list_observations", "confirm_observation",
+                "dismiss_observation"} <= set(tools)
         schema = getattr(tools["recall"], "input_schema", None) or tools["recall"].inputSchema
         assert {"utterance", "k"} <= set(schema["properties"]) and "user" not in schema.get("required", [])
         added = _structured(await s.call_tool("add", {"user_messages": [
