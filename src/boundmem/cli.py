@@ -244,7 +244,7 @@ def _print_pref_blocks(prefs, title: str, schema) -> None:
     """Preferences as lines that read the same at any width and through a pipe."""
     console.print(f"{title}: {len(prefs)} preference(s)", soft_wrap=True)
     for p in prefs:
-        console.print(f"- {_label(schema, p.path)}: {_reads(schema, p)}", soft_wrap=True, markup=False)
+        console.print(f"- {_label(schema, p.path)} = {_reads(schema, p)}", soft_wrap=True, markup=False)
         console.print(f'    said: "{p.sentence}"', soft_wrap=True, markup=False)
         console.print(f"    from conversation {p.conversation_id or '-'}, id {p.id[:8]}, "
                       f"updated {p.updated_at:%Y-%m-%d %H:%M}", soft_wrap=True, markup=False)
