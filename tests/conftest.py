@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,30 @@ def sqlite_store(tmp_path):
     s = SQLiteStore(tmp_path / "mem.db")
     yield s
     s.close()
+
+
+class CueExtractor:
+    """The keyword extractor with polarity and evidence read from plain cues, so the surfaces can be tested for
+    what the real extractors emit: "I can't stand X" / "I don't like X" is a dislike, "I don't mind X" indifferent,
+    and a request that starts "Play ..." (without "always") a one-off choice, an observation."""
+
+    DISLIKE = re.compile(r"\b(?:can't stand|don't like|hate)\b", re.I)
+    INDIFFERENT = re.compile(r"\bdon't mind\b", re.I)
+    ONE_OFF = re.compile(r"^(?:play|put on)\b(?!.*\balways\b)", re.I)
+
+    def extract(self, conversation, schema):
+        from boundmem.extract.base import Extraction
+        from boundmem.extract.keyword import KeywordExtractor
+
+        out = []
+        for c in KeywordExtractor().extract(conversation, schema).candidates:
+            polarity = ("dislike" if self.DISLIKE.search(c.sentence) else
+                        "indifferent" if self.INDIFFERENT.search(c.sentence) else "like")
+            evidence = "observed" if self.ONE_OFF.search(c.sentence) else "stated"
+            out.append(c.model_copy(update={"polarity": polarity, "evidence": evidence, "span": c.attribute}))
+        return Extraction(candidates=out)
+
+
+@pytest.fixture()
+def cue_extractor() -> CueExtractor:
+    return CueExtractor()

@@ -79,3 +79,66 @@ def test_demo_on_embedded_defaults(tmp_path, minilm):
     assert "points_of_interest/restaurant/favorite_cuisine" in cats
     assert not any(p.conversation_id == "demo-4" for p in prefs)  # "Navigate to the office" is no preference
     assert "Italian" in r.output.split("recall")[-1]  # the lunch question recalls the cuisine
+
+
+def _seed(db, cue_extractor, user: str, *conversations: tuple[str, ...]) -> None:
+    """Fill a store for `user` the way a server with an observing extractor would (dislikes, one-off choices)."""
+    from boundmem.embed import HashEmbedder
+    from boundmem.maintain.rules import RuleMaintainer
+    from boundmem.memory import Memory
+    from boundmem.models import Conversation, Turn
+    from boundmem.schema import builtin_schema
+    from boundmem.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(db)
+    mem = Memory(schema=builtin_schema(), store=store, extractor=cue_extractor, maintainer=RuleMaintainer(),
+                 embedder=HashEmbedder())
+    try:
+        for i, texts in enumerate(conversations):
+            mem.add(Conversation(id=f"c{i}", turns=tuple(Turn(role="user", text=t) for t in texts)), user)
+    finally:
+        store.close()
+
+
+def test_prefs_list_shows_polarity(tmp_path, cue_extractor, monkeypatch):
+    from boundmem import cli
+
+    db = tmp_path / "m.db"
+    _seed(db, cue_extractor, "al", ("I can't stand Jazz.", "I always avoid Highways."))
+    prefs = json.loads(run("prefs", "list", "-u", "al", "--db", db, "--json").output)
+    assert sorted((p["attribute"], p["polarity"]) for p in prefs) == [("Highways", "like"), ("Jazz", "dislike")]
+    monkeypatch.setattr(cli.console, "width", 200)   # one row per preference
+    r = run("prefs", "list", "-u", "al", "--db", db)
+    assert r.exit_code == 0 and "Dislikes: Jazz" in r.output and "Avoids: Highways" in r.output
+    assert "not Jazz" not in r.output
+
+
+def test_prefs_observed_confirm_dismiss(tmp_path, cue_extractor, monkeypatch):
+    from boundmem import cli
+
+    db = tmp_path / "m.db"
+    _seed(db, cue_extractor, "acme:al", ("I love Italian food.",), ("Play some Jazz.",), ("Play some Rock.",))
+    obs = json.loads(run("prefs", "list", "--observed", "-u", "acme:al", "--db", db, "--json").output)
+    assert sorted(o["attribute"] for o in obs) == ["Jazz", "Rock"]
+    monkeypatch.setattr(cli.console, "width", 200)
+    r = run("prefs", "list", "--observed", "-u", "al", "--tenant", "acme", "--db", db)
+    assert r.exit_code == 0 and "you chose Jazz" in r.output and "Play some Rock." in r.output
+    jazz = next(o["id"] for o in obs if o["attribute"] == "Jazz")
+    rock = next(o["id"] for o in obs if o["attribute"] == "Rock")
+
+    r = run("prefs", "confirm", jazz[:8], "-u", "al", "--tenant", "acme", "--db", db, "--embedder", "hash")
+    assert r.exit_code == 0, r.output
+    assert "Jazz" in r.output
+    prefs = json.loads(run("prefs", "list", "-u", "acme:al", "--db", db, "--json").output)
+    assert sorted(p["attribute"] for p in prefs) == ["Italian", "Jazz"]
+    r = run("prefs", "dismiss", rock, "-u", "acme:al", "--db", db)
+    assert r.exit_code == 0 and "dismissed" in r.output
+    assert json.loads(run("prefs", "list", "--observed", "-u", "acme:al", "--db", db, "--json").output) == []
+
+    for cmd in (("confirm", "nope1234", "--embedder", "hash"), ("dismiss", "nope1234"), ("dismiss", rock)):
+        r = run("prefs", *cmd[:2], "-u", "acme:al", "--db", db, *cmd[2:])
+        assert r.exit_code == 2 and cmd[1] in r.output and "Traceback" not in r.output, r.output
+    r = run("prefs", "dismiss", jazz, "-u", "al", "--db", db)   # the user is acme:al: named, not "0 dismissed"
+    assert r.exit_code == 2 and "--tenant acme" in r.output
+    assert [p["attribute"] for p in json.loads(run("prefs", "list", "-u", "acme:al", "--db", db, "--json").output)
+            if p["attribute"] == "Jazz"] == ["Jazz"]

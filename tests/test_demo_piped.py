@@ -19,5 +19,7 @@ def test_demo_piped_prints_whole_sentences_not_a_folded_table(tmp_path, minilm):
     # each sentence whole on its line, as the user said it
     assert any('"Plan the route to Munich, and please avoid highways, I never like driving on them."' in ln
                for ln in said), stored
-    assert any(ln.startswith("- Restaurant > Favorite Cuisine = 'Italian'") for ln in lines), stored
+    assert any(ln.startswith("- Restaurant > Favorite Cuisine = Italian") for ln in lines), stored
+    # an avoidance reads as one, not as a liking of highways
+    assert any(ln.startswith("- Routing > Avoidance of Specific Road Types = Avoids: Highways") for ln in lines), stored
     assert "\x1b[" not in r.stdout                                        # no colour codes into a pipe

@@ -7,7 +7,7 @@ from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-from .models import Candidate, ConsentAction, ConsentRecord, Decision, Turn
+from .models import Candidate, ConsentAction, ConsentRecord, Decision, Polarity, Turn
 from .schema.model import CategoryPath
 
 class ConversationIn(BaseModel):
@@ -43,8 +43,12 @@ class PreferenceOut(BaseModel):
     id: str
     user: str
     path: CategoryPath
-    category: str = Field(description="Display names, 'Main > Sub > Detail'.")
-    attribute: str
+    category: str = Field(description="Display labels, 'Main > Sub > Detail'.")
+    attribute: str = Field(description="The value, never negated: `polarity` says whether the user wants it.")
+    polarity: Polarity = Field("like", description="like, dislike or indifferent (\"don't mind\").")
+    label: str = Field("", description="The detail category's display label, e.g. 'Favorite Genres'.")
+    display: str = Field("", description="The value as an end user reads it beside `label`: 'Jazz', 'Dislikes: Jazz', "
+                         "'Avoids: Highways'.")
     sentence: str = Field(description="The user's sentence the preference was taken from.")
     conversation_id: Optional[str] = None
     created_at: datetime
@@ -56,6 +60,28 @@ class PreferenceList(BaseModel):
     preferences: list[PreferenceOut]
 
 
+class ObservationOut(BaseModel):
+    """A one-off choice the user made ("play some jazz"): held apart from preferences, never recalled; confirming
+    it makes it a preference, dismissing it erases it. Repeated in enough conversations, it is promoted."""
+
+    id: str
+    user: str
+    path: CategoryPath
+    category: str = Field(description="Display labels, 'Main > Sub > Detail'.")
+    attribute: str
+    polarity: Polarity = "like"
+    label: str = Field("", description="The detail category's display label.")
+    display: str = Field("", description="The choice as an end user reads it: 'you chose Jazz', 'you avoided Highways'.")
+    sentence: str = Field(description="What the user said.")
+    conversation_id: Optional[str] = None
+    created_at: datetime
+
+
+class ObservationList(BaseModel):
+    user: str
+    observations: list[ObservationOut]
+
+
 class IngestOut(BaseModel):
     user: str
     conversation_id: str
@@ -64,6 +90,10 @@ class IngestOut(BaseModel):
     stored: list[PreferenceOut] = Field(default_factory=list, description="The preferences this conversation inserted, "
                                         "appended or updated, as stored (one per id, in its final state).")
     consent: list[ConsentAction] = Field(default_factory=list, description="Consent said in the conversation and applied.")
+    observed: list[ObservationOut] = Field(default_factory=list, description="One-off choices recorded as observations "
+                                           "(not preferences; see GET .../observations).")
+    promoted: list[PreferenceOut] = Field(default_factory=list, description="Preferences created by promoting a choice "
+                                          "repeated in enough conversations (also in `stored`).")
 
 
 class RecallHitOut(BaseModel):

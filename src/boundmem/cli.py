@@ -14,14 +14,15 @@ from rich.table import Table
 from .cli_options import DB, EMBEDDER, EXTRACTOR, MAINTAINER, SCHEMA, ErrorExitGroup, cli_settings
 from .conversation import read_conversations
 from .errors import InputError, NotFoundError, UpstreamError, exit_code
+from .schema.display import category_labels, choice, statement
 from .schema.load import builtin_schema, dump_yaml, load_schema
-from .schema.model import UnknownCategoryError
 from .user_id import cli_user_id as _user_id  # the one user-id rule, as on the API and MCP
 
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, cls=ErrorExitGroup)
 schema_app = typer.Typer(help="Show and validate category schemas.", no_args_is_help=True)
-prefs_app = typer.Typer(help="What is stored for a user: list, export, delete, forget.", no_args_is_help=True)
+prefs_app = typer.Typer(help="What is stored for a user: list, export, delete, forget; confirm or dismiss an observation.",
+                        no_args_is_help=True)
 app.add_typer(schema_app, name="schema")
 app.add_typer(prefs_app, name="prefs")
 audit_app = typer.Typer(help="Check the audit log's hash chains.", no_args_is_help=True)
@@ -153,10 +154,17 @@ def ingest(file: Path, user: str = USER, db: str = DB, schema: Optional[Path] = 
             _fail(f"{c.id}: {e} (nothing stored from it; {i} earlier conversation(s) of this file were stored)",
                   exit_code(e))
         for d in r.decisions:
-            console.print(f"{c.id}: [bold]{d.action}[/bold] {d.candidate.path} = {d.candidate.attribute!r}")
+            pol = "" if d.candidate.polarity == "like" else f" ({d.candidate.polarity})"
+            console.print(f"{c.id}: [bold]{d.action}[/bold] {d.candidate.path} = {d.candidate.attribute!r}{pol}")
         for b in r.blocked:
             console.print(f"{c.id}: [yellow]blocked[/yellow] {b.path} (opted out)")
-        if not r.decisions and not r.blocked:
+        for o in r.observed:
+            console.print(f"{c.id}: [bold]observed[/bold] {o.path} = {o.attribute!r} ({o.polarity}; a one-off choice, "
+                          "not a preference yet)", soft_wrap=True)
+        for p in r.promoted:
+            console.print(f"{c.id}: [bold]promoted[/bold] {p.path} = {p.attribute!r} ({p.polarity}; chosen in enough "
+                          "conversations)", soft_wrap=True)
+        if not r.decisions and not r.blocked and not r.observed:
             console.print(f"{c.id}: nothing to remember (the {extractor} extractor found no lasting preference "
                           "in the allowed categories)")
     console.print(f"ingested {len(convs)} conversation(s) for {user}")
@@ -173,7 +181,7 @@ def recall(utterance: str, user: str = USER, db: str = DB, schema: Optional[Path
         console.print("nothing stored for this user")
     for h in hits:
         p = h.preference
-        console.print(f"{h.score:.3f}  {p.path}  {p.attribute!r}  <- \"{p.sentence}\"")
+        console.print(f"{h.score:.3f}  {p.path}  {_reads(mem.schema, p)!r}  <- \"{p.sentence}\"")
 
 
 @app.command("opt-out")
@@ -202,21 +210,33 @@ def _store(db: str):
 
 
 def _label(schema, path) -> str:
-    try:
-        ref = schema.resolve(path)
-        return f"{ref.sub.name} > {ref.detail.name}"
-    except UnknownCategoryError:  # a preference from another schema version still gets shown
-        return str(path)
+    """Sub > detail category, as people read them (a preference from another schema version still gets shown)."""
+    return " > ".join(category_labels(schema, path)[1:])
+
+
+def _reads(schema, p) -> str:
+    """The value as a user reads it, with its polarity ("Dislikes: Jazz", "Avoids: Highways")."""
+    return statement(category_labels(schema, p.path)[-1], p.attribute, p.polarity)
 
 
 def _print_prefs(prefs, title: str, schema=None):
     schema = schema or builtin_schema()
     t = Table(title=title)
-    for col in ("id", "category", "attribute", "said", "conversation", "updated"):
+    for col in ("id", "category", "preference", "said", "conversation", "updated"):
         t.add_column(col, overflow="fold")
     for p in prefs:
-        t.add_row(p.id[:8], _label(schema, p.path), p.attribute, p.sentence, p.conversation_id or "",
+        t.add_row(p.id[:8], _label(schema, p.path), _reads(schema, p), p.sentence, p.conversation_id or "",
                   p.updated_at.strftime("%Y-%m-%d %H:%M"))
+    console.print(t)
+
+
+def _print_observations(obs, title: str, schema) -> None:
+    t = Table(title=title)
+    for col in ("id", "category", "choice", "said", "conversation", "noticed"):
+        t.add_column(col, overflow="fold")
+    for o in obs:
+        t.add_row(o.id[:8], _label(schema, o.path), choice(category_labels(schema, o.path)[-1], o.attribute, o.polarity),
+                  o.sentence, o.conversation_id or "", o.created_at.strftime("%Y-%m-%d %H:%M"))
     console.print(t)
 
 
@@ -224,7 +244,7 @@ def _print_pref_blocks(prefs, title: str, schema) -> None:
     """Preferences as lines that read the same at any width and through a pipe."""
     console.print(f"{title}: {len(prefs)} preference(s)", soft_wrap=True)
     for p in prefs:
-        console.print(f"- {_label(schema, p.path)} = {p.attribute!r}", soft_wrap=True, markup=False)
+        console.print(f"- {_label(schema, p.path)} = {_reads(schema, p)}", soft_wrap=True, markup=False)
         console.print(f'    said: "{p.sentence}"', soft_wrap=True, markup=False)
         console.print(f"    from conversation {p.conversation_id or '-'}, id {p.id[:8]}, "
                       f"updated {p.updated_at:%Y-%m-%d %H:%M}", soft_wrap=True, markup=False)
@@ -232,14 +252,25 @@ def _print_pref_blocks(prefs, title: str, schema) -> None:
 
 @prefs_app.command("list")
 def prefs_list(user: str = USER, db: str = DB, as_json: bool = typer.Option(False, "--json"),
-               schema: Optional[Path] = SCHEMA, tenant: Optional[str] = TENANT):
-    """Every stored preference with the sentence it came from. A user the store does not hold is an error (exit 2;
-    a user of an API tenant is named with --tenant), never "0 preference(s)"."""
+               schema: Optional[Path] = SCHEMA, tenant: Optional[str] = TENANT,
+               observed: bool = typer.Option(False, "--observed", help="List the observations instead: one-off "
+                                             "choices, not preferences until repeated or confirmed.")):
+    """Every stored preference, with its polarity and the sentence it came from (--observed: the observations). A
+    user the store does not hold is an error (exit 2; a user of an API tenant is named with --tenant), never
+    "0 preference(s)"."""
     from .store.schema_record import check_schema
 
     store, s = _store(db), _schema(schema)
     check_schema(store, s)   # labels from another schema would name the wrong categories
     sid = _existing(store, db, user, tenant)
+    if observed:
+        obs = store.observations(sid)
+        if as_json:
+            print(json.dumps([o.model_dump(mode="json") for o in obs], indent=2))
+        else:
+            _print_observations(obs, f"{len(obs)} observation(s) for {sid}: one-off choices, not remembered as "
+                                     "preferences (prefs confirm ID / prefs dismiss ID)", s)
+        return
     prefs = store.preferences(sid)
     if as_json:
         print(json.dumps([p.model_dump(mode="json") for p in prefs], indent=2))
@@ -247,10 +278,46 @@ def prefs_list(user: str = USER, db: str = DB, as_json: bool = typer.Option(Fals
         _print_prefs(prefs, f"{len(prefs)} preference(s) stored for {sid}", s)
 
 
+def _observation(mem, db: str, user: str, tenant: Optional[str], obs_id: str):
+    """(store id, the observation) for an id or a unique id prefix; an unknown one is an error naming it."""
+    sid = _sid(user, tenant)
+    matches = [o for o in mem.observations(sid) if o.id.startswith(obs_id)]
+    if not matches:
+        if not mem.store.has_user(sid):
+            _existing(mem.store, db, user, tenant)   # says whether the user is missing or under a tenant
+        raise NotFoundError(f"no observation id {obs_id!r} for user {sid!r}")
+    if len(matches) > 1:
+        raise InputError(f"ambiguous observation id {obs_id!r} for user {sid!r}")
+    return sid, matches[0]
+
+
+@prefs_app.command("confirm")
+def prefs_confirm(obs_id: str = typer.Argument(..., metavar="ID", help="An observation id or a unique prefix of it."),
+                  user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA, tenant: Optional[str] = TENANT,
+                  embedder: str = EMBEDDER):
+    """Remember an observation (a one-off choice) as a preference now."""
+    mem = _memory(db, schema, embedder=embedder)
+    sid, o = _observation(mem, db, user, tenant, obs_id)
+    p = mem.confirm(sid, o.id)
+    console.print(f"remembered {_label(mem.schema, p.path)}: {_reads(mem.schema, p)} (preference id {p.id[:8]})",
+                  soft_wrap=True, markup=False)
+
+
+@prefs_app.command("dismiss")
+def prefs_dismiss(obs_id: str = typer.Argument(..., metavar="ID", help="An observation id or a unique prefix of it."),
+                  user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA, tenant: Optional[str] = TENANT):
+    """Erase an observation (a one-off choice); it is not remembered."""
+    mem = _memory(db, schema, embedder=NO_EMBEDDING)
+    sid, o = _observation(mem, db, user, tenant, obs_id)
+    mem.dismiss(sid, o.id)
+    console.print(f"dismissed {_label(mem.schema, o.path)}: {o.attribute!r} ({o.polarity})", soft_wrap=True,
+                  markup=False)
+
+
 @prefs_app.command("export")
 def prefs_export(user: str = USER, db: str = DB, out: Optional[Path] = typer.Option(None, "--out", "-o"),
                  tenant: Optional[str] = TENANT):
-    """Everything held about a user (preferences, opt-outs, audit log) as JSON."""
+    """Everything held about a user (preferences, observations, opt-outs, audit log) as JSON."""
     store = _store(db)
     data = store.export(_existing(store, db, user, tenant)).model_dump_json(indent=2)
     if out:
@@ -338,7 +405,7 @@ def demo(db: str = typer.Option("boundmem-demo.db", "--db"), user: str = typer.O
         _print_pref_blocks(prefs, f"what boundmem holds about {user}", mem.schema)
     console.rule(f"recall: {utterance!r}")
     for h in mem.recall(utterance, user, k=None):
-        console.print(f"{h.score:.3f}  {_label(mem.schema, h.preference.path)}: {h.preference.attribute!r}"
+        console.print(f"{h.score:.3f}  {_label(mem.schema, h.preference.path)}: {_reads(mem.schema, h.preference)!r}"
                       f"  <- \"{h.preference.sentence}\"", soft_wrap=True, markup=False)
 
 

@@ -23,8 +23,8 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
-from .api_models import (ForgetOut, IngestOut, JobOut, OptInOut, OptOutList, OptOutOut, PreferenceList, PreferenceOut,
-                         RecallOut, RevokeOut, TokenOut, WhoAmIOut)
+from .api_models import (ForgetOut, IngestOut, JobOut, ObservationList, ObservationOut, OptInOut, OptOutList, OptOutOut,
+                         PreferenceList, PreferenceOut, RecallOut, RevokeOut, TokenOut, WhoAmIOut)
 from .errors import BoundmemError, ConflictError, InputError, LimitError, NotFoundError
 from .extract.base import ExtractionError
 from .messages import ConversationInput, to_conversation
@@ -141,6 +141,18 @@ class _Ops:
 
     def delete(self, user: str, preference_id: str):
         return self._call("DELETE", f"/v1/users/{_u(user)}/preferences/{_u(preference_id)}", PreferenceOut)
+
+    def observations(self, user: str):
+        """The user's one-off choices (not preferences: never recalled), each with what they said."""
+        return self._call("GET", f"/v1/users/{_u(user)}/observations", ObservationList)
+
+    def confirm(self, user: str, observation_id: str):
+        """Make an observation a preference at once; answers the preference (`NotFound` for an unknown id)."""
+        return self._call("POST", f"/v1/users/{_u(user)}/observations/{_u(observation_id)}/confirm", PreferenceOut)
+
+    def dismiss(self, user: str, observation_id: str):
+        """Erase an observation; answers what was dismissed (`NotFound` for an unknown id)."""
+        return self._call("DELETE", f"/v1/users/{_u(user)}/observations/{_u(observation_id)}", ObservationOut)
 
     def export(self, user: str):
         return self._call("GET", f"/v1/users/{_u(user)}/export", UserExport)

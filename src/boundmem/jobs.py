@@ -93,8 +93,8 @@ def summary(result: IngestResult) -> dict:
             "decisions": [{"action": d.action, "path": str(d.candidate.path), "target": d.target}
                           for d in result.decisions],
             "blocked": [str(c.path) for c in result.blocked],
-            "observed": [str(o.path) for o in result.observed],
-            "promoted": [{"path": str(p.path), "id": p.id} for p in result.promoted]}
+            "observed": [{"id": o.id, "path": str(o.path)} for o in result.observed],
+            "promoted": [{"id": p.id, "path": str(p.path)} for p in result.promoted]}
 
 
 def _transient(e: BaseException) -> bool:

@@ -1,4 +1,5 @@
-"""Fixtures for the service tests: a fast Memory (keyword extractor, rule maintainer, hash embedder) and two tenants."""
+"""Fixtures for the service tests: a fast Memory (keyword extractor with cue polarity and evidence, rule maintainer,
+hash embedder) and two tenants."""
 from __future__ import annotations
 
 import pytest
@@ -27,15 +28,14 @@ def conversation(cid: str, *user_texts: str) -> dict:
 
 
 @pytest.fixture()
-def memory(tmp_path, schema):
-    from boundmem.extract.keyword import KeywordExtractor
+def memory(tmp_path, schema, cue_extractor):
     from boundmem.maintain.rules import RuleMaintainer
     from boundmem.memory import Memory
     from boundmem.embed import HashEmbedder
     from boundmem.store.sqlite import SQLiteStore
 
     store = SQLiteStore(tmp_path / "service.db")
-    yield Memory(schema=schema, store=store, extractor=KeywordExtractor(), maintainer=RuleMaintainer(), embedder=HashEmbedder())
+    yield Memory(schema=schema, store=store, extractor=cue_extractor, maintainer=RuleMaintainer(), embedder=HashEmbedder())
     store.close()
 
 

@@ -34,8 +34,9 @@ def mint(c, user: str, headers=A, **body) -> str:
 
 @pytest.fixture()
 def two_users(tc, memory):
-    for user, text in (("alice", "I love Italian food."), ("bob", "Please play some Jazz while we drive.")):
-        assert tc.post(f"/v1/users/{user}/conversations", headers=A, json=conversation("c1", text)).status_code == 200
+    for user, texts in (("alice", ["I love Italian food."]),
+                        ("bob", ["Please play some Jazz while we drive.", "Play some Rock."])):   # + an observation
+        assert tc.post(f"/v1/users/{user}/conversations", headers=A, json=conversation("c1", *texts)).status_code == 200
     assert tc.put("/v1/users/bob/opt-outs/navigation_and_routing", headers=A).status_code == 200
     return memory.store.export("acme:bob").model_dump(exclude={"exported_at"})
 
@@ -60,6 +61,7 @@ def test_a_token_for_alice_reads_and_changes_only_alice(tc, memory, two_users):
     assert tc.get("/v1/users/alice/export", headers=t).status_code == 200
     assert tc.get("/v1/schema", headers=t).status_code == 200
     bob_pref = memory.store.preferences("acme:bob")[0].id
+    bob_obs = memory.observations("acme:bob")[0].id
     for method, path, body in (("GET", "/v1/users/bob/preferences", None), ("GET", "/v1/users/bob/export", None),
                                ("GET", "/v1/users/bob/opt-outs", None), ("GET", "/v1/users/bob/schema", None),
                                ("POST", "/v1/users/bob/recall", {"utterance": "Jazz music", "k": 5}),
@@ -68,10 +70,15 @@ def test_a_token_for_alice_reads_and_changes_only_alice(tc, memory, two_users):
                                ("DELETE", f"/v1/users/alice/preferences/{bob_pref}", None),
                                ("PUT", "/v1/users/bob/opt-outs/entertainment_and_media", None),
                                ("DELETE", "/v1/users/bob/opt-outs/navigation_and_routing", None),
-                               ("DELETE", "/v1/users/bob", None)):
+                               ("DELETE", "/v1/users/bob", None),
+                               ("GET", "/v1/users/bob/observations", None),
+                               ("POST", f"/v1/users/bob/observations/{bob_obs}/confirm", None),
+                               ("DELETE", f"/v1/users/bob/observations/{bob_obs}", None),
+                               ("POST", f"/v1/users/alice/observations/{bob_obs}/confirm", None),
+                               ("DELETE", f"/v1/users/alice/observations/{bob_obs}", None)):
         r = tc.request(method, path, headers=t, json=body)
         assert r.status_code in (403, 404), (method, path, r.status_code)
-        assert "Jazz" not in r.text
+        assert "Jazz" not in r.text and "Rock" not in r.text
         assert r.json()["code"] in ("forbidden", "not_found") and r.json()["message"]
     assert memory.store.export("acme:bob").model_dump(exclude={"exported_at"}) == bob_before
     # and it can forget its own user

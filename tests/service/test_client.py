@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from boundmem import AsyncClient, Client, Conversation, Turn
-from boundmem.api_models import IngestOut, JobOut, RecallOut
+from boundmem.api_models import IngestOut, JobOut, ObservationList, ObservationOut, PreferenceOut, RecallOut
 from boundmem.client import (ApiError, AuthError, Busy, DimensionMismatch, ExtractionFailed, InvalidRequest,
                              LimitExceeded, NotFound)
 from boundmem.extract.base import ExtractionError
@@ -127,5 +127,50 @@ def test_async_client(app):
             with pytest.raises(NotFoundError):
                 await c.delete("alice", "nope")
             await c.aclose()
+
+    asyncio.run(scenario())
+
+
+def _say(cid: str, *texts: str) -> Conversation:
+    return Conversation(id=cid, turns=tuple(Turn(role="user", text=t) for t in texts))
+
+
+def test_polarity_and_observations_through_the_client(client):
+    r = client.add("alice", _say("c1", "I can't stand Jazz.", "Play some Rock."))
+    assert [(p.attribute, p.polarity, p.display) for p in r.stored] == [("Jazz", "dislike", "Dislikes: Jazz")]
+    assert [(o.attribute, o.polarity) for o in r.observed] == [("Rock", "like")]
+    (jazz,) = client.preferences("alice").preferences
+    assert jazz.polarity == "dislike" and jazz.attribute == "Jazz"
+    listed = client.observations("alice")
+    assert isinstance(listed, ObservationList) and [o.id for o in listed.observations] == [r.observed[0].id]
+    client.add("alice", _say("c2", "Play some Pop."))
+    pop = next(o for o in client.observations("alice").observations if o.attribute == "Pop")
+    gone = client.dismiss("alice", pop.id)
+    assert isinstance(gone, ObservationOut) and gone.attribute == "Pop"
+    rock = client.confirm("alice", r.observed[0].id)
+    assert isinstance(rock, PreferenceOut) and (rock.attribute, rock.polarity) == ("Rock", "like")
+    assert {p.attribute for p in client.preferences("alice").preferences} == {"Jazz", "Rock"}
+    assert client.observations("alice").observations == []
+    with pytest.raises(NotFound) as e:
+        client.confirm("alice", pop.id)   # dismissed: no longer there
+    assert pop.id in e.value.message and isinstance(e.value, NotFoundError)
+    with pytest.raises(NotFoundError):
+        client.dismiss("alice", "nope")
+
+
+def test_async_client_observations(app):
+    async def scenario():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as http:
+            c = AsyncClient("http://testserver", KEY_A, http_client=http)
+            r = await c.add("alice", _say("c1", "Play some Rock."))
+            (o,) = (await c.observations("alice")).observations
+            assert o.id == r.observed[0].id
+            assert (await c.confirm("alice", o.id)).attribute == "Rock"
+            await c.add("alice", _say("c2", "Play some Pop."))
+            (pop,) = (await c.observations("alice")).observations
+            assert (await c.dismiss("alice", pop.id)).id == pop.id
+            with pytest.raises(NotFoundError):
+                await c.confirm("alice", "nope")
+            assert (await c.observations("alice")).observations == []
 
     asyncio.run(scenario())

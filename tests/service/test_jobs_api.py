@@ -74,3 +74,15 @@ def test_jobs_left_by_a_previous_process_run_when_the_server_starts(memory):
                              Conversation(id="c1", turns=(Turn(role="user", text="I always go for Italian food."),)))
     with TestClient(create_app(memory, KEYS)) as c:    # nobody submits: the worker started with the app runs it
         assert wait_job(c, f"/v1/users/alice/jobs/{job.id}")["status"] == "done"
+
+
+def test_a_job_says_what_it_observed_without_the_users_words(client):
+    r = client.post("/v1/users/alice/conversations?async=true", headers=auth(KEY_A),
+                    json=conversation("c1", "Play some Jazz."))
+    done = wait_job(client, r.json()["url"])
+    assert done["status"] == "done", done
+    (o,) = done["result"]["observed"]
+    assert o["path"] == "entertainment_and_media/music/favorite_genres" and done["result"]["promoted"] == []
+    held = client.get("/v1/users/alice/observations", headers=auth(KEY_A)).json()["observations"]
+    assert [x["id"] for x in held] == [o["id"]]
+    assert "Jazz" not in str(done["result"])

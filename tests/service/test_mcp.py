@@ -24,7 +24,7 @@ def _is_error(result) -> bool:
 
 async def _session(args, script):
     from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+    from mcp.client.stdio import get_default_environment, stdio_client
 
     # the whole environment: the MCP library passes only a few variables by default, and without PYTHONPATH the
     # server would be whatever boundmem is installed, not the code under test
@@ -47,7 +47,8 @@ def test_add_and_recall_over_stdio(tmp_path):
 
     async def script(s):
         tools = {t.name: t for t in (await s.list_tools()).tools}
-        assert {"add", "recall", "list_preferences", "delete_preference"} <= set(tools)
+        assert {"add", "recall", "list_preferences", "delete_preference", "list_observations", "confirm_observation",
+                "dismiss_observation"} <= set(tools)
         schema = getattr(tools["recall"], "input_schema", None) or tools["recall"].inputSchema
         assert {"utterance", "k"} <= set(schema["properties"])
         assert all("user" not in (getattr(t, "input_schema", None) or t.inputSchema)["properties"] for t in tools.values())
@@ -183,9 +184,77 @@ def test_add_answers_with_what_was_stored_without_reading_it_back(tmp_path):
         first = _structured(anyio.run(server.call_tool, "add", {"user_messages": ["I love Italian food."]}))
         (italian,) = store.preferences("agent:alice")
         assert first["stored"] == [{"id": italian.id, "category": str(italian.path), "attribute": "Italian",
-                                    "sentence": "I love Italian food."}]
+                                    "polarity": "like", "sentence": "I love Italian food."}]
         again = _structured(anyio.run(server.call_tool, "add", {"user_messages": ["Italian food, as always."]}))
         assert again["stored"] == [] and again["unchanged"] == 1
         assert CountingStore.gets == 0
     finally:
         store.close()
+
+
+@pytest.fixture()
+def cue_server(tmp_path, cue_extractor):
+    """An MCP server bound to agent:alice over a Memory whose extractor marks dislikes and one-off choices."""
+    from boundmem.embed import HashEmbedder
+    from boundmem.maintain.rules import RuleMaintainer
+    from boundmem.memory import Memory
+    from boundmem.schema import builtin_schema
+    from boundmem.service.mcp import Binding, build_server
+    from boundmem.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "m.db")
+    mem = Memory(schema=builtin_schema(), store=store, extractor=cue_extractor, maintainer=RuleMaintainer(),
+                 embedder=HashEmbedder())
+    yield mem, (lambda name, args: anyio.run(build_server(mem, Binding(tenant="agent", user="alice")).call_tool,
+                                             name, args))
+    store.close()
+
+
+def _tool_error(call, name, args) -> str:
+    from boundmem.service.mcp import ToolError
+
+    with pytest.raises(ToolError) as e:
+        call(name, args)
+    return str(e.value)
+
+
+def test_polarity_and_observations_as_tools(cue_server):
+    mem, call = cue_server
+    added = _structured(call("add", {"user_messages": ["I can't stand Jazz.", "Play some Rock."], "conversation_id": "c1"}))
+    assert [(p["attribute"], p["polarity"]) for p in added["stored"]] == [("Jazz", "dislike")]
+    assert [(o["attribute"], o["polarity"], o["conversation_id"]) for o in added["observed"]] == [("Rock", "like", "c1")]
+    assert added["promoted"] == []
+    listed = _structured(call("list_preferences", {}))["preferences"]
+    assert [(p["attribute"], p["polarity"]) for p in listed] == [("Jazz", "dislike")]
+    (rock,) = _structured(call("list_observations", {}))["observations"]
+    assert rock["sentence"] == "Play some Rock."
+    confirmed = _structured(call("confirm_observation", {"observation_id": rock["id"]}))
+    assert (confirmed["attribute"], confirmed["polarity"]) == ("Rock", "like")
+    assert {p.attribute for p in mem.preferences("agent:alice")} == {"Jazz", "Rock"}
+    call("add", {"user_messages": ["Play some Pop."], "conversation_id": "c2"})
+    (pop,) = _structured(call("list_observations", {}))["observations"]
+    assert _structured(call("dismiss_observation", {"observation_id": pop["id"]}))["id"] == pop["id"]
+    assert _structured(call("list_observations", {}))["observations"] == [] == mem.observations("agent:alice")
+    assert "nope" in _tool_error(call, "confirm_observation", {"observation_id": "nope"})
+    assert "nope" in _tool_error(call, "dismiss_observation", {"observation_id": "nope"})
+
+
+def test_observation_tools_serve_only_the_bound_user(cue_server):
+    """A prompt injection naming bob reaches none of bob's observations, and alice's tools never show them."""
+    mem, call = cue_server
+    mem.add(_conversation("b1", "Play some Jazz."), "agent:bob")
+    (bobs,) = mem.observations("agent:bob")
+    for name, args in (("list_observations", {"user": "bob"}),
+                       ("confirm_observation", {"user": "bob", "observation_id": bobs.id}),
+                       ("dismiss_observation", {"user": "agent:bob", "observation_id": bobs.id})):
+        assert "Jazz" not in _tool_error(call, name, args)
+    assert _structured(call("list_observations", {}))["observations"] == []
+    assert "Jazz" not in _tool_error(call, "confirm_observation", {"observation_id": bobs.id})
+    assert "Jazz" not in _tool_error(call, "dismiss_observation", {"observation_id": bobs.id})
+    assert [o.id for o in mem.observations("agent:bob")] == [bobs.id] and mem.preferences("agent:bob") == []
+
+
+def _conversation(cid: str, *texts: str):
+    from boundmem.models import Conversation, Turn
+
+    return Conversation(id=cid, turns=tuple(Turn(role="user", text=t) for t in texts))

@@ -171,3 +171,62 @@ def test_the_tenant_key_opens_nothing_on_the_page(memory, server, browser):
     browser.find_element(By.ID, "load").click()
     assert "not the tenant API key" in _error_status(browser).text
     assert not browser.find_element(By.ID, "memory").is_displayed() and "Italian" not in browser.page_source
+
+
+def _say(memory, user: str, cid: str, *texts: str) -> None:
+    from boundmem.models import Conversation, Turn
+
+    memory.add(Conversation(id=cid, turns=tuple(Turn(role="user", text=t) for t in texts)), user)
+
+
+def test_dislikes_avoidances_and_labels_read_as_meant(memory, server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    _say(memory, "acme:alice", "c1", "I can't stand Jazz.", "I always avoid Highways.", "I love Italian food.")
+    browser.get(_page_link(server, "alice"))
+    _wait(lambda: len(_rows(browser)) == 3, "three preferences listed")
+    value = {r.get_attribute("data-path").rsplit("/", 1)[-1]: r.find_element(By.CSS_SELECTOR, "td.attribute").text
+             for r in _rows(browser)}
+    assert value == {"favorite_genres": "Dislikes: Jazz", "avoidance_of_specific_road_types": "Avoids: Highways",
+                     "favorite_cuisine": "Italian"}
+    assert "not Jazz" not in browser.find_element(By.ID, "prefs").text
+    cats = browser.find_element(By.ID, "categories").text
+    assert "Interior Lighting Color Preferences" in cats and "Public Charging Stations" in cats
+    assert "Lightning" not in cats and "f.e." not in cats and "(in public)" not in cats
+    _shot(browser, tmp_path, "page-polarity.png")
+
+
+def _observed(d):
+    from selenium.webdriver.common.by import By
+
+    return d.find_elements(By.CSS_SELECTOR, "#observations > li")
+
+
+def test_observations_are_listed_apart_and_confirmed_or_dismissed(memory, server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    _say(memory, "acme:alice", "c1", "I love Italian food.")
+    _say(memory, "acme:alice", "c2", "Play some Rock.")
+    _say(memory, "acme:alice", "c3", "Play some Rock.")
+    _say(memory, "acme:alice", "c4", "Play some Pop.")
+    browser.get(_page_link(server, "alice"))
+    _wait(lambda: len(_observed(browser)) == 2, "two observed choices listed")
+    section = browser.find_element(By.ID, "observed-section")
+    assert section.is_displayed() and "Noticed, not yet remembered" in section.text
+    by_value = {li.find_element(By.CSS_SELECTOR, ".choice").text: li for li in _observed(browser)}
+    assert set(by_value) == {"you chose Rock in 2 conversations", "you chose Pop in 1 conversation"}
+    assert [r.get_attribute("data-path").rsplit("/", 1)[-1] for r in _rows(browser)] == ["favorite_cuisine"]
+    _shot(browser, tmp_path, "page-observations.png")
+
+    by_value["you chose Rock in 2 conversations"].find_element(By.CSS_SELECTOR, "button.confirm").click()
+    _wait(lambda: len(_rows(browser)) == 2, "the confirmed choice listed as a preference")
+    assert {p.attribute for p in memory.store.preferences("acme:alice")} == {"Italian", "Rock"}
+    _wait(lambda: [li.find_element(By.CSS_SELECTOR, ".choice").text for li in _observed(browser)]
+          == ["you chose Pop in 1 conversation"], "only Pop left to decide")
+    assert "Remembered" in browser.find_element(By.ID, "status").text
+
+    _observed(browser)[0].find_element(By.CSS_SELECTOR, "button.dismiss").click()
+    _wait(lambda: not browser.find_element(By.ID, "observed-section").is_displayed(), "the section to go")
+    assert memory.observations("acme:alice") == []
+    assert "dismiss" in [a.op for a in memory.store.audit("acme:alice")]
+    assert {p.attribute for p in memory.store.preferences("acme:alice")} == {"Italian", "Rock"}

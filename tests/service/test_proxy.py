@@ -159,3 +159,24 @@ def test_recall_time_is_reported(proxy, upstream):
         model="m", user="alice", messages=[{"role": "user", "content": "hi"}])
     assert float(raw_resp.headers["x-boundmem-recall-ms"]) >= 0
     assert raw_resp.headers["x-boundmem-recalled"] == "0"
+
+
+def test_the_memory_block_words_a_dislike_as_one(memory):
+    """The upstream model reads "Dislikes: Jazz", never a bare "Jazz" it would take for a liking."""
+    from boundmem.models import Preference, RecallHit, utcnow
+    from boundmem.proxy.app import memory_block
+    from boundmem.schema.model import CategoryPath
+
+    def hit(detail: str, sub: str, main: str, attribute: str, polarity: str) -> RecallHit:
+        now = utcnow()
+        return RecallHit(score=0.5, preference=Preference(
+            id="p-" + attribute, user="acme:alice", path=CategoryPath(main=main, sub=sub, detail=detail),
+            attribute=attribute, polarity=polarity, sentence=f"about {attribute}", created_at=now, updated_at=now))
+
+    block = memory_block(memory, [hit("favorite_genres", "music", "entertainment_and_media", "Jazz", "dislike"),
+                                  hit("avoidance_of_specific_road_types", "routing", "navigation_and_routing",
+                                      "Highways", "like"),
+                                  hit("favorite_cuisine", "restaurant", "points_of_interest", "Italian", "like")])
+    assert "- Music > Favorite Genres: Dislikes: Jazz (they said" in block
+    assert "Routing > Avoidance of Specific Road Types: Avoids: Highways" in block
+    assert "Restaurant > Favorite Cuisine: Italian (they said" in block

@@ -73,3 +73,34 @@ def test_b_cannot_name_a_namespaced_user(client, seeded, path):
     r = client.get(path, headers=B)
     assert r.status_code == 422 and "user" in r.json()["message"]
     assert "Italian" not in r.text
+
+
+@pytest.fixture()
+def observed(client, memory):
+    """Tenant A's alice holds one observation (a one-off choice); returns its id."""
+    r = client.post("/v1/users/alice/conversations", headers=A, json=conversation("c1", "Play some Jazz."))
+    assert r.status_code == 200 and len(r.json()["observed"]) == 1
+    (o,) = memory.observations("acme:alice")
+    return o.id
+
+
+def test_b_sees_no_observation_of_a_and_cannot_confirm_or_dismiss_one(client, memory, observed):
+    r = client.get("/v1/users/alice/observations", headers=B)
+    assert r.status_code == 200 and r.json() == {"user": "alice", "observations": []}
+    for b_user in ("alice", "bob"):
+        for r in (client.post(f"/v1/users/{b_user}/observations/{observed}/confirm", headers=B),
+                  client.delete(f"/v1/users/{b_user}/observations/{observed}", headers=B)):
+            assert r.status_code == 404, r.text
+            assert "Jazz" not in r.text and "acme" not in r.text
+    assert [o.id for o in memory.observations("acme:alice")] == [observed]
+    assert memory.store.preferences("acme:alice") == []
+    assert not [u for u in memory.store.users() if u.startswith("globex:")]   # nothing written for B
+    assert "Jazz" not in client.get("/v1/users/alice/export", headers=B).text
+
+
+def test_another_user_of_the_same_tenant_cannot_reach_alices_observation(client, memory, observed):
+    for r in (client.get("/v1/users/bob/observations", headers=A),
+              client.post(f"/v1/users/bob/observations/{observed}/confirm", headers=A),
+              client.delete(f"/v1/users/bob/observations/{observed}", headers=A)):
+        assert r.status_code in (200, 404) and "Jazz" not in r.text
+    assert [o.id for o in memory.observations("acme:alice")] == [observed]

@@ -44,6 +44,8 @@ from ..errors import BoundmemError
 from ..memory import Memory
 from ..models import Conversation, RecallHit, Turn
 from ..schema.model import UnknownCategoryError
+from ..schema.display import category_labels, statement
+from ..service.deps import LazyMemory, MemorySource
 from ..service.auth import KeyRing
 from ..service.deps import LazyMemory, MemorySource, Principal, Service, Unauthorized, authenticate, client_address
 from ..service.jobs_api import run_worker
@@ -89,12 +91,9 @@ def memory_block(mem: Memory, hits: list[RecallHit]) -> str:
     lines = [MEMORY_HEADER]
     for h in hits:
         p = h.preference
-        try:
-            ref = mem.schema.resolve(p.path)
-            cat = f"{ref.sub.name} > {ref.detail.name}"
-        except UnknownCategoryError:
-            cat = str(p.path)
-        lines.append(f"- {cat}: {p.attribute} (they said: \"{p.sentence}\")")
+        _, sub, detail = category_labels(mem.schema, p.path)
+        # worded with its polarity: the model must read a dislike as one ("Dislikes: Jazz"), never as a liking
+        lines.append(f"- {sub} > {detail}: {statement(detail, p.attribute, p.polarity)} (they said: \"{p.sentence}\")")
     return "\n".join(lines)
 
 

@@ -15,6 +15,7 @@ from typing import Iterable, Iterator, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import InputError
+from .display import clean_label
 
 
 def slug(name: str) -> str:
@@ -23,11 +24,16 @@ def slug(name: str) -> str:
     return s or "_"
 
 
+LABEL = ("What an end user reads for the category (the transparency page, the CLI): the name itself is written for "
+         "the extractor. Unset: the name with its parenthetical notes dropped (`display.clean_label`).")
+
+
 class DetailCategory(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     key: str = ""
+    label: str = Field("", description=LABEL)
     multiple: bool = Field(description="True if several preferences may be held at once (MP), False if only one (MNP).")
     description: str = ""
     attributes: tuple[str, ...] = ()
@@ -40,8 +46,11 @@ class DetailCategory(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _default_key(cls, data):
-        if isinstance(data, dict) and not data.get("key") and data.get("name"):
-            data = {**data, "key": slug(str(data["name"]))}
+        if isinstance(data, dict) and data.get("name"):
+            if not data.get("key"):
+                data = {**data, "key": slug(str(data["name"]))}
+            if not data.get("label"):
+                data = {**data, "label": clean_label(str(data["name"]))}
         return data
 
     @property
@@ -59,6 +68,7 @@ class SubCategory(BaseModel):
 
     name: str
     key: str = ""
+    label: str = Field("", description=LABEL)
     description: str = ""
     details: tuple[DetailCategory, ...]
 
@@ -70,6 +80,7 @@ class MainCategory(BaseModel):
 
     name: str
     key: str = ""
+    label: str = Field("", description=LABEL)
     description: str = ""
     subs: tuple[SubCategory, ...]
 
@@ -106,6 +117,11 @@ class DetailRef(BaseModel):
     @property
     def path(self) -> CategoryPath:
         return CategoryPath(main=self.main.key, sub=self.sub.key, detail=self.detail.key)
+
+    @property
+    def label(self) -> str:
+        """The category as an end user reads it: "Main > Sub > Detail" in labels."""
+        return f"{self.main.label} > {self.sub.label} > {self.detail.label}"
 
 
 class UnknownCategoryError(InputError, KeyError):

@@ -24,7 +24,8 @@ import logging
 import os
 import sys
 import threading
-from typing import Annotated, Any, Callable, Mapping, Optional, Union
+from contextlib import contextmanager
+from typing import Annotated, Any, Callable, Iterator, Mapping, Optional, Union
 
 import anyio
 from pydantic import BaseModel, Field
@@ -40,7 +41,7 @@ from mcp.server.stdio import stdio_server
 from .. import __version__
 from ..errors import NotFoundError
 from ..memory import Memory
-from ..models import Conversation, Turn, UserExport
+from ..models import Conversation, Observation, Polarity, Turn, UserExport
 from ..store.base import is_store_busy
 from ..user_id import check_user_id, namespaced
 from .limits import (DEFAULT_MAX_BODY_BYTES, ContentLimits, LimitExceeded, dimension_error, parse_json,
@@ -62,8 +63,20 @@ METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "resource
 class StoredPreference(BaseModel):
     id: str
     category: str
-    attribute: str
+    attribute: str = Field(description="The value, never negated: `polarity` says whether the user wants it.")
+    polarity: Polarity = Field("like", description="like, dislike (avoid it) or indifferent (the user does not mind).")
     sentence: str = Field(description="What the user said that this was taken from.")
+
+
+class HeldObservation(BaseModel):
+    """A one-off choice the user made: not a preference (never recalled) until repeated or confirmed."""
+
+    id: str
+    category: str
+    attribute: str
+    polarity: Polarity = "like"
+    sentence: str = Field(description="What the user said.")
+    conversation_id: Optional[str] = None
 
 
 class RecallResult(BaseModel):
@@ -75,6 +88,9 @@ class AddResult(BaseModel):
     stored: list[StoredPreference] = Field(description="Preferences inserted or updated by this conversation.")
     unchanged: int = Field(description="Candidates that matched what was already stored.")
     blocked: int = Field(description="Candidates dropped because the user opted out of their category.")
+    observed: list[HeldObservation] = Field(default_factory=list, description="One-off choices kept as observations.")
+    promoted: list[StoredPreference] = Field(default_factory=list, description="Preferences made from a choice "
+                                             "repeated in enough conversations (also in `stored`).")
 
 
 class PreferenceListing(BaseModel):
@@ -97,6 +113,10 @@ class ForgetResult(BaseModel):
 
 Category = Annotated[str, Field(max_length=200, description="A main, sub or detail category: its key, name or "
                                                              "path (e.g. 'Restaurant' or 'poi/restaurant').")]
+
+
+class ObservationListing(BaseModel):
+    observations: list[HeldObservation]
 
 
 class Binding:
@@ -146,6 +166,15 @@ def _refusals(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+@contextmanager
+def _unknown(kind: str, ident: str) -> Iterator[None]:
+    """An id this user does not hold, said without the store's namespaced user id."""
+    try:
+        yield
+    except NotFoundError as e:
+        raise ToolError(f"no {kind} {ident!r} for this user") from e
+
+
 def build_server(memory: MemorySource, binding: Binding, limits: Optional[ContentLimits] = None) -> "_Server":
     limits = limits or ContentLimits()
     lock = threading.Lock()
@@ -164,13 +193,19 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
             raise ToolError(f"the user token of this server is no longer valid: {e}") from e
 
     def sp(p) -> StoredPreference:
-        return StoredPreference(id=p.id, category=str(p.path), attribute=p.attribute, sentence=p.sentence)
+        return StoredPreference(id=p.id, category=str(p.path), attribute=p.attribute, polarity=p.polarity,
+                                sentence=p.sentence)
+
+    def ho(o: Observation) -> HeldObservation:
+        return HeldObservation(id=o.id, category=str(o.path), attribute=o.attribute, polarity=o.polarity,
+                               sentence=o.sentence, conversation_id=o.conversation_id)
 
     instructions = ("Long-term memory of the current user's preferences, bounded to the categories the user agreed "
                     "to. Call `add` with what the user said after a conversation, and `recall` with the user's latest "
                     "utterance before answering. When the user asks, `opt_out` stops remembering a category (and "
-                    "erases it), `opt_in` lifts that, `export` shows everything held, `forget` erases it all. The "
-                    "server serves one user: no tool takes a user id.")
+                    "erases it), `opt_in` lifts that, `export` shows everything held, `forget` erases it all. "
+                    "`list_observations` shows one-off choices the user made; confirm or dismiss one only when the user "
+                    "asks. The server serves one user: no tool takes a user id.")
     try:
         server = _Server("boundmem", version=__version__, instructions=instructions)
     except TypeError:   # mcp 1.x: no version argument; its low-level server has the field
@@ -189,7 +224,8 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
         conv = Conversation(id=conversation_id or "mcp", turns=tuple(Turn(role="user", text=t) for t in user_messages))
         r = m.add(conv, ns)
         return AddResult(stored=[sp(p) for p in r.stored], unchanged=sum(d.action == "pass" for d in r.decisions),
-                         blocked=len(r.blocked))
+                         blocked=len(r.blocked), observed=[ho(o) for o in r.observed],
+                         promoted=[sp(p) for p in r.promoted])
 
     @server.tool()
     @_refusals
@@ -213,10 +249,35 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
     def delete_preference(preference_id: Annotated[str, Field(max_length=100)]) -> StoredPreference:
         """Delete one stored preference (when the user asks to forget it)."""
         ns = who()
-        try:
+        with _unknown("preference", preference_id):
             return sp(mem().delete(ns, preference_id))
-        except NotFoundError as e:
-            raise ToolError(f"no preference {preference_id!r} for this user") from e
+
+    @server.tool()
+    @_refusals
+    def list_observations() -> ObservationListing:
+        """One-off choices the user made (not preferences, never recalled), with what they said: ask the user
+        whether to remember one (`confirm_observation`) or drop it (`dismiss_observation`)."""
+        return ObservationListing(observations=[ho(o) for o in mem().observations(who())])
+
+    @server.tool()
+    @_refusals
+    def confirm_observation(observation_id: Annotated[str, Field(max_length=100)]) -> StoredPreference:
+        """The user wants this choice remembered: it becomes a preference at once."""
+        ns = who()
+        with _unknown("observation", observation_id):
+            return sp(mem().confirm(ns, observation_id))
+
+    @server.tool()
+    @_refusals
+    def dismiss_observation(observation_id: Annotated[str, Field(max_length=100)]) -> HeldObservation:
+        """The user does not want this choice kept: it is erased. Answers what was dismissed."""
+        ns = who()
+        m = mem()
+        held = next((o for o in m.observations(ns) if o.id == observation_id), None)
+        if held is None:
+            raise ToolError(f"no observation {observation_id!r} for this user")
+        m.dismiss(ns, observation_id)
+        return ho(held)
 
     @server.tool()
     @_refusals

@@ -10,6 +10,7 @@ from ...api_models import ConversationIn, ErrorOut, IngestOut, JobOut, RecallHit
 from ...messages import to_conversation
 from .. import jobs_api
 from ..deps import Limits, Mem, Subj
+from .observations import observation_out
 from .preferences import preference_out
 
 router = APIRouter(tags=["memory"])
@@ -21,16 +22,19 @@ def add_conversation(body: ConversationIn, s: Subj, mem: Mem, limits: Limits,
                      run_async: Annotated[bool, Query(alias="async", description=(
                          "Answer 202 with a job at once; a worker applies it (durable, in order per user). "
                          "Follow it at GET /v1/users/{user}/jobs/{id}."))] = False) -> IngestOut:
-    """Extract preferences from a conversation and store them (all of them or none). Over a content limit
-    (`max_turns`, `max_turn_chars`, `max_total_chars`): 413 naming it, nothing read or stored. The extractor's
-    model or the embedding endpoint failing: 502 naming which, nothing stored."""
+    """Extract preferences from a conversation and store them (all of them or none); one-off choices are kept as
+    observations (`observed`), and one repeated in enough conversations becomes a preference (`promoted`). Over a
+    content limit (`max_turns`, `max_turn_chars`, `max_total_chars`): 413 naming it, nothing read or stored. The
+    extractor's model or the embedding endpoint failing: 502 naming which, nothing stored."""
     conv = to_conversation(body.turns if body.turns is not None else body.messages, body.id)
     limits.check_turns(t.text for t in conv.turns)
     if run_async:
         return jobs_api.accepted(mem, s.user, s.ns, conv)
     r = mem.add(conv, s.ns)
     return IngestOut(user=s.user, conversation_id=r.conversation_id, decisions=r.decisions, blocked=r.blocked,
-                     stored=[preference_out(mem, p, s.user) for p in r.stored], consent=r.consent)
+                     stored=[preference_out(mem, p, s.user) for p in r.stored], consent=r.consent,
+                     observed=[observation_out(mem, o, s.user) for o in r.observed],
+                     promoted=[preference_out(mem, p, s.user) for p in r.promoted])
 
 
 @router.post("/v1/users/{user}/recall", response_model=RecallOut)

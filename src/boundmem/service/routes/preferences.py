@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Query
 from ...api_models import ForgetOut, PreferenceList, PreferenceOut
 from ...memory import Memory
 from ...models import AuditEntry, Preference, UserExport
-from ...schema.model import UnknownCategoryError
+from ...schema.display import category_labels, statement
 from ..deps import Mem, Subj
 from ..error_handlers import NOT_FOUND, about_field
 
@@ -18,13 +18,12 @@ router = APIRouter(tags=["transparency"])
 
 
 def preference_out(mem: Memory, p: Preference, user: str) -> PreferenceOut:
-    """A stored preference as the API shows it: the caller's user id and the category's names."""
-    try:
-        ref = mem.schema.resolve(p.path)
-        cat = f"{ref.main.name} > {ref.sub.name} > {ref.detail.name}"
-    except UnknownCategoryError:   # stored under another version of the schema: still shown
-        cat = str(p.path)
-    return PreferenceOut(id=p.id, user=user, path=p.path, category=cat, attribute=p.attribute, sentence=p.sentence,
+    """A stored preference as the API shows it: the caller's user id, the category's labels and the value worded
+    with its polarity, so every client shows a dislike as one."""
+    labels = category_labels(mem.schema, p.path)
+    cat, label = " > ".join(labels), labels[-1]
+    return PreferenceOut(id=p.id, user=user, path=p.path, category=cat, attribute=p.attribute, polarity=p.polarity,
+                         label=label, display=statement(label, p.attribute, p.polarity), sentence=p.sentence,
                          conversation_id=p.conversation_id, created_at=p.created_at, updated_at=p.updated_at)
 
 
@@ -45,7 +44,7 @@ def delete_preference(pref_id: Annotated[str, Path(max_length=100)], s: Subj, me
 
 @router.get("/v1/users/{user}/export", response_model=UserExport)
 def export(s: Subj, mem: Mem) -> UserExport:
-    """Everything held about the user: preferences, opt-outs and the audit log."""
+    """Everything held about the user: preferences (with their polarity), observations, opt-outs and the audit log."""
     ns = s.ns
     e = mem.export(ns)
 
@@ -54,6 +53,7 @@ def export(s: Subj, mem: Mem) -> UserExport:
 
     return UserExport(user=s.user, exported_at=e.exported_at, opt_outs=e.opt_outs,
                       preferences=[p.model_copy(update={"user": s.user}) for p in e.preferences],
+                      observations=[o.model_copy(update={"user": s.user}) for o in e.observations],
                       audit=[AuditEntry(**{**a.model_dump(), "user": s.user, "before": scrub(a.before), "after": scrub(a.after)})
                              for a in e.audit], consents=e.consents)
 

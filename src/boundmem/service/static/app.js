@@ -45,15 +45,20 @@ function fmtTime(iso) {
   return isNaN(d) ? iso : d.toLocaleString();
 }
 
+const pathOf = (x) => x.path.main + "/" + x.path.sub + "/" + x.path.detail;
+
+// the value as the user reads it: the server words it with its polarity ("Dislikes: Jazz", "Avoids: Highways")
+const reads = (p) => p.display || p.attribute;
+
 function renderPreferences(prefs) {
   const body = $("prefs").querySelector("tbody");
   body.replaceChildren();
   for (const p of prefs) {
     const del = el("button", { type: "button", class: "delete", title: "Delete this preference" }, "Delete");
     del.addEventListener("click", () => deletePreference(p, del));
-    body.append(el("tr", { "data-id": p.id, "data-path": p.path.main + "/" + p.path.sub + "/" + p.path.detail },
+    body.append(el("tr", { "data-id": p.id, "data-path": pathOf(p), "data-polarity": p.polarity || "like" },
       el("td", { class: "category" }, p.category),
-      el("td", { class: "attribute" }, p.attribute),
+      el("td", { class: "attribute " + (p.polarity || "like") }, reads(p)),
       el("td", { class: "sentence" }, p.sentence ? "\u201c" + p.sentence + "\u201d" : ""),
       el("td", { class: "when", title: p.conversation_id ? "from conversation " + p.conversation_id : "" }, fmtTime(p.updated_at)),
       el("td", {}, del)));
@@ -61,6 +66,40 @@ function renderPreferences(prefs) {
   $("prefs").hidden = prefs.length === 0;
   $("empty").hidden = prefs.length !== 0;
   $("count").textContent = "(" + prefs.length + ")";
+}
+
+// one-off choices, grouped by what was chosen: "you chose Jazz in 2 conversations"
+function groupObservations(observations) {
+  const groups = new Map();
+  for (const o of observations) {
+    const key = [pathOf(o), o.attribute, o.polarity].join("\u0000");
+    if (!groups.has(key)) groups.set(key, { first: o, items: [], conversations: new Set() });
+    const g = groups.get(key);
+    g.items.push(o);
+    g.conversations.add(o.conversation_id || "observation " + o.id);
+  }
+  return [...groups.values()];
+}
+
+function renderObservations(observations) {
+  const list = $("observations");
+  list.replaceChildren();
+  const groups = groupObservations(observations);
+  for (const g of groups) {
+    const o = g.first, n = g.conversations.size;
+    const yes = el("button", { type: "button", class: "confirm", title: "Remember this as a preference" }, "Remember");
+    const no = el("button", { type: "button", class: "dismiss", title: "Erase this and do not remember it" }, "Dismiss");
+    yes.addEventListener("click", () => confirmObservation(g, yes, no));
+    no.addEventListener("click", () => dismissObservation(g, yes, no));
+    const said = el("ul", { class: "said" });
+    for (const sentence of new Set(g.items.map((i) => i.sentence))) said.append(el("li", {}, el("q", { class: "sentence" }, sentence)));
+    list.append(el("li", { "data-path": pathOf(o), "data-ids": g.items.map((i) => i.id).join(" "), "data-polarity": o.polarity },
+      el("span", { class: "category" }, o.label || o.category), ": ",
+      el("span", { class: "choice" }, (o.display || "you chose " + o.attribute) + " in " + n + (n === 1 ? " conversation" : " conversations")),
+      " ", yes, " ", no, said));
+  }
+  $("observed-section").hidden = groups.length === 0;
+  $("observed-count").textContent = "(" + groups.length + ")";
 }
 
 // the opt-out rule covering a category prefix, if any (a rule on a parent covers its children)
@@ -77,17 +116,20 @@ function categoryBox(prefix, name, level) {
   return label;
 }
 
+// a category as people read it: the schema's label (a cleaned name by default), not the extractor's wording
+const label = (c) => c.label || c.name;
+
 function renderCategories() {
   const root = $("categories");
   root.replaceChildren();
   for (const m of state.schema.mains) {
-    const fs = el("fieldset", {}, el("legend", {}, categoryBox(m.key, m.name, "main")));
+    const fs = el("fieldset", {}, el("legend", {}, categoryBox(m.key, label(m), "main")));
     const subs = el("ul");
     for (const s of m.subs) {
       const sp = m.key + "/" + s.key;
       const details = el("ul");
-      for (const d of s.details) details.append(el("li", {}, categoryBox(sp + "/" + d.key, d.name, "detail")));
-      subs.append(el("li", {}, categoryBox(sp, s.name, "sub"), details));
+      for (const d of s.details) details.append(el("li", {}, categoryBox(sp + "/" + d.key, label(d), "detail")));
+      subs.append(el("li", {}, categoryBox(sp, label(s), "sub"), details));
     }
     fs.append(subs);
     root.append(fs);
@@ -110,10 +152,12 @@ function renderConsents() {
 }
 
 async function refresh() {
-  const [prefs, outs] = await Promise.all([api("GET", userPath() + "/preferences"), api("GET", userPath() + "/opt-outs")]);
+  const [prefs, observed, outs] = await Promise.all([api("GET", userPath() + "/preferences"),
+    api("GET", userPath() + "/observations"), api("GET", userPath() + "/opt-outs")]);
   state.optOuts = outs.opt_outs;
   state.consents = outs.consents || [];
   renderPreferences(prefs.preferences);
+  renderObservations(observed.observations);
   renderCategories();
   renderConsents();
 }
@@ -134,10 +178,10 @@ async function load() {
     state.schema = await api("GET", "/v1/schema");
     state.names = {};
     for (const m of state.schema.mains) {
-      state.names[m.key] = m.name;
+      state.names[m.key] = label(m);
       for (const s of m.subs) {
-        state.names[m.key + "/" + s.key] = s.name;
-        for (const d of s.details) state.names[m.key + "/" + s.key + "/" + d.key] = d.name;
+        state.names[m.key + "/" + s.key] = label(s);
+        for (const d of s.details) state.names[m.key + "/" + s.key + "/" + d.key] = label(d);
       }
     }
     await refresh();
@@ -154,10 +198,38 @@ async function deletePreference(p, button) {
   try {
     await api("DELETE", userPath() + "/preferences/" + encodeURIComponent(p.id));
     await refresh();
-    setStatus("Deleted \u201c" + p.attribute + "\u201d (" + p.category + ").");
+    setStatus("Deleted \u201c" + reads(p) + "\u201d (" + p.category + ").");
   } catch (e) {
     button.disabled = false;
     setStatus("Could not delete: " + e.message, true);
+  }
+}
+
+// confirming remembers the choice as a preference at once
+async function confirmObservation(g, yes, no) {
+  yes.disabled = no.disabled = true;
+  const o = g.items[g.items.length - 1];
+  try {
+    const p = await api("POST", userPath() + "/observations/" + encodeURIComponent(o.id) + "/confirm");
+    await refresh();
+    setStatus("Remembered: " + (p.label || p.category) + ": " + reads(p) + ".");
+  } catch (e) {
+    yes.disabled = no.disabled = false;
+    setStatus("Could not remember it: " + e.message, true);
+  }
+}
+
+// dismissing erases every observation of that choice, so the row goes
+async function dismissObservation(g, yes, no) {
+  yes.disabled = no.disabled = true;
+  try {
+    for (const o of g.items) await api("DELETE", userPath() + "/observations/" + encodeURIComponent(o.id));
+    await refresh();
+    setStatus("Dismissed: " + (g.first.display || g.first.attribute) + ".");
+  } catch (e) {
+    yes.disabled = no.disabled = false;
+    setStatus("Could not dismiss it: " + e.message, true);
+    await refresh().catch(() => {});
   }
 }
 

@@ -1,0 +1,73 @@
+"""What an end user reads for a category and a held value: the transparency page, the CLI and the API's answers
+all word it here, so "Dislikes: Jazz" reads the same everywhere.
+
+Category names are written for the extractor, and CarMem's carry annotator notes ("Charging Station(in public)",
+"... everyday points (f.e. work, grocery, restaurant)") and typos ("Interior Lightning Color Preferences"). A schema
+can give each category a `label` for people; without one, `clean_label` drops what is safe to drop generically
+(parenthetical notes, which in these schemas scope or exemplify a category for the model and are repeated in its
+description) and keeps every word of the name otherwise: fixing a spelling generically could turn one real word into
+another, so a typo is fixed by the schema's `label`, not here.
+
+Polarity is data (`like`, `dislike`, `indifferent`), worded against the category: a like in an avoidance category
+("Avoidance of Specific Road Types" = Highways) is something the user avoids, and must not read as a liking.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .model import CategoryPath, Schema
+
+_PARENTHETICAL = re.compile(r"\s*\([^()]*\)")
+_FOR_EXAMPLE = re.compile(r"\bf\.\s?e\.(?=\s|$)", re.I)   # a Germanism ("for example") outside parentheses
+_AVOIDANCE = re.compile(r"^(?:avoid|avoidance|avoiding)\b", re.I)
+
+
+def clean_label(name: str) -> str:
+    """A readable label for a category name: parenthetical notes dropped, "f.e." as "e.g.", spacing tidied.
+    Never empty: a name that is all note keeps its own words."""
+    s = _PARENTHETICAL.sub("", name)
+    s = _FOR_EXAMPLE.sub("e.g.", s)
+    s = re.sub(r"\s+", " ", s).strip(" ,;:-")
+    return s or " ".join(name.split())
+
+
+def is_avoidance(label: str) -> bool:
+    """The category records what the user avoids ("Avoidance of Specific Road Types"): its name says so first."""
+    return bool(_AVOIDANCE.match(label.strip()))
+
+
+_STANCE = {False: {"like": "", "dislike": "Dislikes", "indifferent": "Doesn't mind"},
+           True: {"like": "Avoids", "dislike": "Does not avoid", "indifferent": "Doesn't mind"}}
+
+_CHOICE = {False: {"like": "you chose", "dislike": "you turned down", "indifferent": "you did not mind"},
+           True: {"like": "you avoided", "dislike": "you did not avoid", "indifferent": "you did not mind"}}
+
+
+def stance(label: str, polarity: str) -> str:
+    """The verb a held value reads with ("Dislikes", "Avoids"), or "" for a like in a category whose name already
+    says it ("Favorite Cuisine": Italian; "Need for Covered Parking": Yes)."""
+    return _STANCE[is_avoidance(label)].get(polarity, "")
+
+
+def statement(label: str, attribute: str, polarity: str) -> str:
+    """A preference as a user reads it beside its category: "Italian", "Dislikes: Jazz", "Avoids: Highways"."""
+    verb = stance(label, polarity)
+    return f"{verb}: {attribute}" if verb else attribute
+
+
+def choice(label: str, attribute: str, polarity: str) -> str:
+    """A one-off choice (an observation) as a user reads it: "you chose Jazz", "you avoided Highways"."""
+    return f"{_CHOICE[is_avoidance(label)].get(polarity, 'you chose')} {attribute}"
+
+
+def category_labels(schema: "Schema", path: "CategoryPath | str") -> tuple[str, str, str]:
+    """The labels of a stored value's category: (main, sub, detail). A path the schema no longer holds (stored
+    under another version of it) is still shown, by its keys."""
+    try:
+        ref = schema.resolve(path)
+    except KeyError:   # UnknownCategoryError
+        keys = (str(path).split("/") + ["", "", ""])[:3]
+        return keys[0], keys[1], keys[2]
+    return ref.main.label, ref.sub.label, ref.detail.label
