@@ -247,7 +247,13 @@ def test_observation_tools_serve_only_the_bound_user(cue_server):
     for name, args in (("list_observations", {"user": "bob"}),
                        ("confirm_observation", {"user": "bob", "observation_id": bobs.id}),
                        ("dismiss_observation", {"user": "agent:bob", "observation_id": bobs.id})):
-        assert "Jazz" not in _tool_error(call, name, args)
+        # over stdio a `user` argument is refused at the frame (test_mcp_frames); called in process the library
+        # may drop it: either way nothing of bob's comes back
+        try:
+            answer = str(call(name, args))
+        except Exception as e:   # noqa: BLE001 - a refusal is as good as an empty answer here
+            answer = str(e)
+        assert "Jazz" not in answer
     assert _structured(call("list_observations", {}))["observations"] == []
     assert "Jazz" not in _tool_error(call, "confirm_observation", {"observation_id": bobs.id})
     assert "Jazz" not in _tool_error(call, "dismiss_observation", {"observation_id": bobs.id})

@@ -310,8 +310,8 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
 
     # what each tool accepts: anything else in a call is refused on the wire (see check_frame)
     server.boundmem_arguments = {f.__name__: frozenset(inspect.signature(f).parameters)   # type: ignore[attr-defined]
-                                 for f in (add, recall, list_preferences, delete_preference, opt_out, opt_in, export,
-                                           forget)}
+                                 for f in (add, recall, list_preferences, delete_preference, list_observations,
+                                           confirm_observation, dismiss_observation, opt_out, opt_in, export, forget)}
     return server
 
 
