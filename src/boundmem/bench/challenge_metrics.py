@@ -229,19 +229,23 @@ def said(value: str, user_text: str, shared: frozenset[str] = frozenset()) -> bo
 
 
 def fabricated(stored: Sequence[Pref], expected: Sequence[Pref], user_text: str,
-               closed_items: dict[str, tuple[str, ...]]) -> list[int]:
+               closed_items: dict[str, tuple[str, ...]], listed: Optional[dict[str, tuple[str, ...]]] = None) -> list[int]:
     """Indices of stored values the user never said: a value whose content words are not all in the user's turns,
-    unless its category is closed, it is one of the listed items, and the gold says the user's words implied it.
-    `closed_items`: path -> the listed items of each closed detail category."""
+    unless it is a listed item of its category that the gold says the user's words implied (a closed category's
+    item; or, given `listed`, any category's, e.g. "pasta, pizza, risotto" -> Italian).
+    `closed_items` / `listed`: path -> the listed items of each closed / every detail category."""
     out = []
     for j, st in enumerate(stored):
         items = closed_items.get(st.path)
         shared = frozenset.intersection(*(frozenset(content_words(i)) for i in items)) if items and len(items) > 1 \
             else frozenset()
-        if said(split_polarity(st.attribute)[0] if st.polarity == "like" else st.attribute, user_text, shared):
+        value = stored_value(st)[0]
+        if said(value, user_text, shared):
             continue
-        if items and any(norm(st.attribute) == norm(i) for i in items) and any(
-                e.path == st.path and attribute_correct(st.attribute, e, st.polarity) for e in expected):
+        items = (listed or {}).get(st.path) or items
+        if items and any(norm(value) == norm(i) for i in items) and any(  # the implied item (a wrong polarity is a flip)
+                e.path == st.path and attribute_correct(value, e.model_copy(update={"polarity": "like"}))
+                for e in expected):
             continue
         out.append(j)
     return out
@@ -327,7 +331,8 @@ def score_case(kind: str, expected: Sequence[Pref], stored: Sequence[Pref], user
     `listed`: path -> every listed item (fragments); `promoted`/`observed`: None when the memory keeps no
     observations (those figures are then skipped)."""
     out: dict[str, Any] = {
-        "kind": kind, "fabricated": [stored[j].attribute for j in fabricated(stored, expected, user_text, closed_items)],
+        "kind": kind,
+        "fabricated": [stored[j].attribute for j in fabricated(stored, expected, user_text, closed_items, listed)],
         "polarity_flips": polarity_flips(expected, stored), "exact": exact(expected, stored),
         "final_state_right": final_state_right(expected, stored), "stored_n": len(stored),
         "fragments": [s.attribute for s in stored if fragment(stored_value(s)[0], listed.get(s.path, ()))]}
