@@ -258,3 +258,19 @@ def test_cli_runs_and_rejects_bad_input(tmp_path, shared_data):
                                  "--extractor", "keyword", "--maintainer", "rules", "--quiet"])
     assert r.exit_code == 2 and "line 1" in r.output and "invalid JSON" in r.output
     assert not (tmp_path / "x" / "results.json").exists()
+
+
+def test_extraction_both_ways_stored_or_observed_and_stored_at_once(scripted_run):
+    from boundmem.bench.carmem_rows import ExtractionOutcome, ExtractionRecord, extraction_summary
+
+    res, _, (a, b, c, d, e, f) = scripted_run
+    s = res["summary"]
+    assert s["extraction_stated"]["detail"] == s["extraction"]["detail"]  # the script has no observed candidate
+    # a's truth only observed, c's truth stated: both extracted in the paper's protocol, only c stored at once
+    obs = Candidate(path=a.path, attribute=a.attribute, sentence="play it", evidence="observed")
+    outs = {a.id: ExtractionOutcome(candidates=[obs], valid_at_try=1),
+            c.id: ExtractionOutcome(candidates=[Candidate(path=c.path, attribute=c.attribute)], valid_at_try=1)}
+    both = extraction_summary([ExtractionRecord.score(it, outs[it.id]) for it in (a, c)])
+    stated = extraction_summary([ExtractionRecord.score(it, outs[it.id].stated()) for it in (a, c)])
+    assert (both["detail"]["tp"], both["detail"]["fn"], both["observed_total"]) == (2, 0, 1)
+    assert (stated["detail"]["tp"], stated["detail"]["fn"], stated["observed_total"]) == (1, 1, 0)

@@ -167,10 +167,13 @@ def test_training_reads_no_test_user_and_no_held_out_slurp(shared_data):
     assert len([1 for _, _, src in items if src == "slurp"]) > 1000
     held_conv = [json.loads(line) for f in challenge.glob("incar*.jsonl") for line in f.read_text().splitlines()
                  if line.strip() and json.loads(line)["split"] == "heldout"]
-    held_user = {c for r in held_conv for t in r["turns"] if t["role"] == "user" for c in lt.clauses(t["text"])}
+    def turns(r: dict) -> list[dict]:  # one conversation, or a multi-conversation case's all
+        return r["turns"] if "turns" in r else [t for conv in r["conversations"] for t in conv]
+
+    held_user = {c for r in held_conv for t in turns(r) if t["role"] == "user" for c in lt.clauses(t["text"])}
     train_user = {c for f in challenge.glob("incar*.jsonl") for line in f.read_text().splitlines() if line.strip()
                   for r in [json.loads(line)] if r["split"] == "train"
-                  for t in r["turns"] if t["role"] == "user" for c in lt.clauses(t["text"])}
+                  for t in turns(r) if t["role"] == "user" for c in lt.clauses(t["text"])}
     assert not (texts & held_user) - train_user - {t for t, _, s in items if s != "challenge"}
 
 

@@ -29,16 +29,24 @@ class ExtractionOutcome(BaseModel):
     def valid_candidates(self) -> list[Candidate]:
         return self.candidates if self.valid_at_try else []
 
+    def stated(self) -> "ExtractionOutcome":
+        """Only what would be stored at once: the observed candidates (one-off choices, kept as observations
+        until repeated) left out."""
+        return self.model_copy(update={"candidates": [c for c in self.candidates if c.evidence == "stated"]})
+
 
 class CandidateOut(BaseModel):
     path: str
     attribute: str
     sentence: str
     confidence: float
+    polarity: str = "like"
+    evidence: str = "stated"
 
     @classmethod
     def of(cls, c: Candidate) -> "CandidateOut":
-        return cls(path=str(c.path), attribute=c.attribute, sentence=c.sentence, confidence=c.confidence)
+        return cls(path=str(c.path), attribute=c.attribute, sentence=c.sentence, confidence=c.confidence,
+                   polarity=c.polarity, evidence=c.evidence)
 
 
 def _outs(cands: list[Candidate]) -> list[CandidateOut]:
@@ -97,6 +105,7 @@ def extraction_summary(records: list[ExtractionRecord]) -> dict:
     one = [r for r in records if len(r.labels["detail"]) == 1]
     out["one_pref"] = {"n": len(one)} | {lv: ratio(sum(r.exact[lv] for r in one), len(one)) for lv in LEVELS}
     out["extracted_total"] = sum(len(r.predicted) for r in records)
+    out["observed_total"] = sum(1 for r in records for c in r.predicted if c.evidence == "observed")
     out["none_extracted"] = sum(1 for r in records if not r.labels["detail"])
     return out
 

@@ -24,10 +24,11 @@ from ..schema.load import builtin_schema
 from .carmem import EMBEDDERS, EXTRACTORS, MAINTAINERS, Components, build_components
 from .challenge_data import (KINDS, SETS, SLURP_PREFERENCE_INTENTS, SPLITS, STYLES, ChallengeDataError, ChallengeItem,
                              ChallengeSet, available_sets, default_data_dir, load_set, load_slurp)
-from .challenge_metrics import Pref, score_conversation, slurp_summary, summarise
+from .challenge_metrics import (Pref, fabricated, score_case, score_conversation, slurp_summary,
+                                summarise, summarise_issue18)
 from .report import Report, Stopwatch, fmt, machine_info, progress, timing_section, track, write_json
 
-SetChoice = Literal["incar", "travel", "all"]
+SetChoice = Literal["incar", "travel", "incar-words", "smarthome", "chat", "chat-travel", "chat-smarthome", "all"]
 SplitChoice = Literal["train", "heldout", "all"]
 
 
@@ -53,18 +54,44 @@ def _in_split(split: str, chosen: str) -> bool:
 
 
 # --- ingest ----------------------------------------------------------------------------------
-def ingest(mem: Any, user: str, conversation: Conversation) -> dict[str, Any]:
-    """One conversation into a fresh user through `Memory.add`; what the user's memory holds afterwards."""
-    try:
-        res = mem.add(conversation, user=user)
-        decisions = [{"action": d.action, "path": str(d.candidate.path), "attribute": d.candidate.attribute}
-                     for d in res.decisions]
-        error = None
-    except Exception as e:  # noqa: BLE001 - one failing ingest (e.g. an LLM error) is counted, the run goes on
-        decisions, error = [], f"{type(e).__name__}: {e}"
-    stored = [{"path": str(p.path), "attribute": p.attribute, "sentence": p.sentence}
-              for p in mem.preferences(user)]
-    return {"stored": stored, "decisions": decisions, "error": error}
+def _pref_json(p: Any) -> dict[str, Any]:
+    return {"path": str(p.path), "attribute": p.attribute, "polarity": getattr(p, "polarity", "like"),
+            "sentence": p.sentence}
+
+
+def ingest(mem: Any, user: str, conversation: Conversation | tuple[Conversation, ...]) -> dict[str, Any]:
+    """One conversation, or a user's several in order, into a fresh user through `Memory.add`; what the user's
+    memory holds afterwards (preferences, and observations when the memory keeps them: `observed` None if not),
+    and what each ingest promoted."""
+    convs = conversation if isinstance(conversation, tuple) else (conversation,)
+    decisions: list[dict] = []
+    promoted: list[dict] = []
+    error = None
+    for conv in convs:
+        try:
+            res = mem.add(conv, user=user)
+        except Exception as e:  # noqa: BLE001 - one failing ingest (e.g. an LLM error) is counted, the run goes on
+            error = error or f"{type(e).__name__}: {e}"
+            continue
+        decisions += [{"action": d.action, "path": str(d.candidate.path), "attribute": d.candidate.attribute,
+                       "polarity": d.candidate.polarity, "evidence": d.candidate.evidence} for d in res.decisions]
+        promoted += [_pref_json(p) | {"conversation": conv.id} for p in getattr(res, "promoted", [])]
+    stored = [_pref_json(p) for p in mem.preferences(user)]
+    observations = getattr(mem, "observations", None)
+    observed = [_pref_json(o) for o in observations(user)] if callable(observations) else None
+    return {"stored": stored, "observed": observed, "promoted": promoted if observed is not None else None,
+            "decisions": decisions, "error": error}
+
+
+def schema_items(schema: Any) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """(path -> listed items of each closed category, path -> listed items of every category)."""
+    closed, listed = {}, {}
+    for ref in schema.details():
+        items = tuple(ref.detail.attributes)
+        listed[str(ref.path)] = items
+        if ref.detail.value_kind == "closed":
+            closed[str(ref.path)] = items
+    return closed, listed
 
 
 def _expected_json(it: ChallengeItem) -> list[dict]:
@@ -72,14 +99,31 @@ def _expected_json(it: ChallengeItem) -> list[dict]:
             for e in it.expected]
 
 
-def score_item(it: ChallengeItem, got: dict[str, Any]) -> dict[str, Any]:
+def _prefs_of(rows: Optional[list[dict]]) -> Optional[list[Pref]]:
+    return None if rows is None else [Pref(path=r["path"], attribute=r["attribute"], polarity=r["polarity"]) for r in rows]
+
+
+def user_text(convs: tuple[Conversation, ...]) -> str:
+    return "\n".join(t.text for c in convs for t in c.turns if t.role == "user")
+
+
+def score_item(it: ChallengeItem, got: dict[str, Any], items: tuple[dict, dict] = ({}, {})) -> dict[str, Any]:
+    """`items`: `schema_items(schema)` of the set (closed items for fabricated values, listed items for fragments)."""
     expected = _expected_json(it)
-    sc = score_conversation([Pref(**e) for e in expected],
-                            [Pref(path=s["path"], attribute=s["attribute"]) for s in got["stored"]])
+    exp, stored = [Pref(**e) for e in expected], _prefs_of(got["stored"]) or []
+    sc = score_conversation(exp, stored)
+    exp_obs = None if it.expected_observed is None else [
+        Pref(path=str(e.path), attribute=e.attribute, polarity=e.polarity, accept=e.accept) for e in it.expected_observed]
+    sc["issue18"] = score_case(it.kind, exp, stored, user_text(it.conversations), items[0], items[1],
+                               promoted=_prefs_of(got.get("promoted")), observed=_prefs_of(got.get("observed")),
+                               expected_observed=exp_obs)
+    turns = [[{"role": t.role, "text": t.text} for t in c.turns] for c in it.conversations]
     return {"id": it.id, "set": it.set, "split": it.split, "style": it.style, "kind": it.kind,
             "file": Path(it.file).name, "line": it.line, "note": it.note,
-            "turns": [{"role": t.role, "text": t.text} for t in it.conversation.turns],
-            "expected": expected, **got, "score": sc}
+            "turns": [t for c in turns for t in c], "conversations": len(turns),
+            "expected": expected, "expected_observed": None if exp_obs is None else [
+                {"path": e.path, "attribute": e.attribute, "polarity": e.polarity} for e in exp_obs],
+            **got, "score": sc}
 
 
 def _flat(rec: dict) -> dict:
@@ -88,7 +132,8 @@ def _flat(rec: dict) -> dict:
 
 def summarise_set(records: list[dict], splits: list[str]) -> dict[str, Any]:
     return {sp: summarise([_flat(r) for r in records if sp == "all" or r["split"] == sp], KINDS, STYLES)
-            | {"errors": sum(1 for r in records if r["error"] and (sp == "all" or r["split"] == sp))}
+            | {"errors": sum(1 for r in records if r["error"] and (sp == "all" or r["split"] == sp)),
+               "issue18": summarise_issue18([r["score"]["issue18"] for r in records if sp == "all" or r["split"] == sp])}
             for sp in splits}
 
 
@@ -124,8 +169,9 @@ def run_challenge(cfg: ChallengeConfig, components: Optional[Components] = None)
                 with watch.stage(f"warm ({cs.name} schema)"):
                     mem.warm()
                 items = [it for it in cs.items if _in_split(it.split, cfg.split)]
+                sch_items = schema_items(cs.schema)
                 with watch.stage(f"ingest {cs.name}"):
-                    records = [score_item(it, ingest(mem, f"{cs.name}/{it.id}", it.conversation))
+                    records = [score_item(it, ingest(mem, f"{cs.name}/{it.id}", it.conversations), sch_items)
                                for it in track(prog, items, f"{cs.name}: ingest")]
                 results["sets"][cs.name] = {
                     "schema": cs.schema.name, "zero_shot": cs.zero_shot, "files": list(cs.files),
@@ -136,16 +182,21 @@ def run_challenge(cfg: ChallengeConfig, components: Optional[Components] = None)
                              embedder=comp.embedder)
                 with watch.stage("warm (SLURP, incar schema)"):
                     mem.warm()
+                closed, _ = schema_items(builtin_schema())
                 with watch.stage("ingest SLURP"):
                     rows = []
                     for s in track(prog, slurp, "SLURP: ingest"):
                         conv = Conversation(id=s.id, turns=(Turn(role="user", text=s.sentence),))
+                        got = ingest(mem, f"slurp/{s.slurp_id}", conv)
+                        held = _prefs_of(got["stored"]) or []
+                        got["fabricated"] = [held[j].attribute for j in fabricated(held, [], s.sentence, closed)]
                         rows.append({"slurp_id": s.slurp_id, "split": s.split, "intent": s.intent, "scenario": s.scenario,
-                                     "sentence": s.sentence, **ingest(mem, f"slurp/{s.slurp_id}", conv)})
+                                     "sentence": s.sentence, **got})
                 results["slurp"] = {
                     "file": str(cfg.slurp), "excluded_intents": list(SLURP_PREFERENCE_INTENTS),
                     "summary": {sp: slurp_summary([r for r in rows if sp == "all" or r["split"] == sp], SLURP_PREFERENCE_INTENTS)
-                                | {"errors": sum(1 for r in rows if r["error"] and (sp == "all" or r["split"] == sp))}
+                                | {"errors": sum(1 for r in rows if r["error"] and (sp == "all" or r["split"] == sp)),
+                                   "fabricated": sum(len(r["fabricated"]) for r in rows if sp == "all" or r["split"] == sp)}
                                 for sp in splits},
                     "items": rows}
         finally:
@@ -226,7 +277,14 @@ def _set_section(rep: Report, name: str, data: dict, splits: list[str]) -> None:
                 rows.append([v, "stored something unexpected"] + [
                     _rate(g["stored_unexpected"], g["expecting"], g["stored_unexpected_rate"]) for g in groups])
         rep.table([key.replace("by_", ""), "measure", *splits], rows)
+    _issue18_section(rep, summ, splits)
     items = data["items"]
+    fab = [r for r in items if r["score"]["issue18"]["fabricated"]]
+    if fab:
+        rep.h3(f"Fabricated values ({len(fab)} cases{', first 25' if len(fab) > 25 else ''})")
+        rep.table(["id", "split", "kind", "conversation", "expected", "fabricated"],
+                  [[r["id"], r["split"], r["kind"], _turn_text(r), _prefs(r["expected"]),
+                    "; ".join(r["score"]["issue18"]["fabricated"])] for r in fab[:25]])
     wrong = [r for r in items if r["score"]["expects_none"] and r["stored"]]
     dis = [r for r in items if r["score"]["dislike_as_like"]]
     missed = [r for r in items if r["score"]["levels"]["detail"]["fn"]]
@@ -239,6 +297,53 @@ def _set_section(rep: Report, name: str, data: dict, splits: list[str]) -> None:
                    for r in sel[:25]])
 
 
+def _share(d: Optional[dict]) -> str:
+    return "–" if not d or not d["n"] else f"{fmt(d['rate'], pct=True)} ({d['right']}/{d['n']})"
+
+
+def _issue18_section(rep: Report, summ: dict, splits: list[str]) -> None:
+    """The #18 figures of one set, a row per measure, a column per split ("–": no case of that kind here)."""
+    i18 = {sp: summ[sp]["issue18"] for sp in splits}
+    rep.h3("Values the user said, polarity, change of mind, promotion (issue #18)")
+    rep.para("Fabricated: a stored value whose content words (lightly stemmed, stopwords and the words every listed "
+             "item of its category shares left out) are not all in the user's turns, unless it is a listed item of a "
+             "closed category that the gold says the user's words implied. Polarity flip: a stored value the gold "
+             "expects in that category with the other polarity. Open values / negation: the case's final state is "
+             "exactly the gold (values and polarities, nothing else). Change of mind: every expected like held, an "
+             "expected dislike held as one or not held, nothing else in those categories. Promotion: over the choice "
+             "cases, promoted preferences that a repeated-choice gold expects (precision) and expected ones promoted "
+             "(recall). Fragment: a value made only of stopwords/pronouns/negation words or starting/ending with a "
+             "function word ('not living', 'your watch'), listed items excepted.")
+    rows: list[list] = [
+        ["fabricated values (cases)"] + [f"{i18[sp]['fabricated']['n']} ({i18[sp]['fabricated']['cases']})" for sp in splits],
+        ["polarity flips"] + [i18[sp]["polarity_flips"] for sp in splits],
+        ["fragment values / stored"] + [f"{i18[sp]['fragments']['n']} / {i18[sp]['fragments']['of_stored']}" for sp in splits]]
+    for key, label in (("open_values_right", "open values in the user's words"),
+                       ("no_value_nothing_stored", "requests naming no value: nothing stored"),
+                       ("negation_right", "negation right"), ("change_of_mind_right", "change of mind: final state right")):
+        if any(i18[sp][key]["n"] for sp in splits):
+            rows.append([label] + [_share(i18[sp][key]) for sp in splits])
+    kinds = summ[splits[-1]]["by_kind"]
+    if kinds.get("chat", {}).get("n"):
+        rows.append(["chat messages: false-store rate"] + [
+            _rate(summ[sp]["by_kind"]["chat"]["false_store"]["stored"], summ[sp]["by_kind"]["chat"]["false_store"]["n"],
+                  summ[sp]["by_kind"]["chat"]["false_store"]["rate"]) for sp in splits])
+    if any(summ[sp]["by_kind"][k]["n"] for sp in splits for k in ("repeated_choice", "mixed_choices", "single_choice",
+                                                                   "not_evidence")):
+        if all(i18[sp]["promotion"] is None for sp in splits):
+            rows.append(["promotion", *["not measured: the memory keeps no observations"] * len(splits)])
+        else:
+            pro = {sp: i18[sp]["promotion"] or {} for sp in splits}
+            rows += [["promotion precision"] + [_rate(pro[sp].get("right"), pro[sp].get("promoted"), pro[sp].get("precision"))
+                                                for sp in splits],
+                     ["promotion recall"] + [_rate(pro[sp].get("found"), pro[sp].get("expected"), pro[sp].get("recall"))
+                                             for sp in splits],
+                     ["single or mixed choices promoted (cases)"] + [pro[sp].get("single_or_mixed_promoted", "–") for sp in splits],
+                     ["not-evidence cases promoted"] + [pro[sp].get("not_evidence_promoted", "–") for sp in splits],
+                     ["observations held as expected"] + [_share(i18[sp].get("observations_right")) for sp in splits]]
+    rep.table(["measure", *splits], rows)
+
+
 def _slurp_section(rep: Report, data: dict, splits: list[str]) -> None:
     summ = data["summary"]
     rep.h2("SLURP devel (one-turn voice commands, in-car schema)")
@@ -246,9 +351,10 @@ def _slurp_section(rep: Report, data: dict, splits: list[str]) -> None:
              f"heldout = slurp_id % 3 == 0, train = the rest. Every store counts as false, except for the intents "
              f"{', '.join(data['excluded_intents'])} (a genuine music preference may be stated there), which are excluded "
              f"from the rates and listed below. SLURP: Bastianelli et al., EMNLP 2020 (text CC BY 4.0).")
-    rep.table(["split", "sentences", "with a store", "false-store rate", "preferences stored", "errors"],
+    rep.table(["split", "sentences", "with a store", "false-store rate", "preferences stored", "fabricated values",
+               "errors"],
               [[sp, summ[sp]["n"], summ[sp]["stored"], fmt(summ[sp]["rate"], pct=True), summ[sp]["preferences_stored"],
-                summ[sp]["errors"]] for sp in splits])
+                summ[sp]["fabricated"], summ[sp]["errors"]] for sp in splits])
     per = {sp: {d["intent"]: d for d in summ[sp]["by_intent"]} for sp in splits}
     order = [d["intent"] for d in summ[splits[-1]]["by_intent"]]
     shown = [i for i in order if per[splits[-1]][i]["stored"]]
@@ -298,7 +404,7 @@ def render_report(res: dict, watch: Stopwatch, machine: dict) -> Report:
 def register(app: typer.Typer) -> None:
     @app.command("challenge")
     def challenge(
-        set_: str = typer.Option("all", "--set", help="incar | travel | all (all = every set with data files)."),
+        set_: str = typer.Option("all", "--set", help=" | ".join([*SETS, "all"]) + " (all = every set with data files)."),
         slurp: Optional[Path] = typer.Option(None, "--slurp", exists=True, dir_okay=False,
                                              help="SLURP devel.jsonl (e.g. ../shared/data/slurp/devel.jsonl): false stores on voice commands."),
         split: str = typer.Option("all", "--split", help="train | heldout | all"),
@@ -334,10 +440,13 @@ def summary_lines(res: dict) -> list[str]:
     lines = []
     for name, data in res["sets"].items():
         for sp, s in data["summary"].items():
+            i18 = s["issue18"]
             lines.append(f"{name} {sp}: detail F1 {fmt(s['detail']['f1'])}, attribute accuracy {fmt(s['attribute']['accuracy'])}, "
                          f"false stores {s['false_store']['stored']}/{s['false_store']['n']}, "
-                         f"dislike stored as like {s['dislike']['stored_as_like']}")
+                         f"dislike stored as like {s['dislike']['stored_as_like']}, "
+                         f"fabricated {i18['fabricated']['n']}, polarity flips {i18['polarity_flips']}")
     if res.get("slurp"):
         for sp, s in res["slurp"]["summary"].items():
-            lines.append(f"SLURP {sp}: false-store rate {fmt(s['rate'], pct=True)} ({s['stored']}/{s['n']})")
+            lines.append(f"SLURP {sp}: false-store rate {fmt(s['rate'], pct=True)} ({s['stored']}/{s['n']}), "
+                         f"fabricated {s['fabricated']}")
     return lines

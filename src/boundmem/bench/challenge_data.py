@@ -21,22 +21,32 @@ from ..schema.load import SchemaFileError, builtin_schema, load_schema
 from ..schema.model import CategoryPath, Schema
 
 Split = Literal["train", "heldout"]
-Polarity = Literal["like", "dislike"]
+Polarity = Literal["like", "dislike", "indifferent"]
+POLARITIES: tuple[str, ...] = ("like", "dislike", "indifferent")
 SPLITS: tuple[str, ...] = ("train", "heldout")
 STYLES: tuple[str, ...] = ("written", "spoken")
 # kinds that must store nothing, then kinds that store something (FORMAT.md's table, in its order)
 EMPTY_KINDS: tuple[str, ...] = ("one_off", "no_value", "other_person", "accepted_suggestion", "question", "odd_input",
                                  "no_value_request", "chat")
-STORE_KINDS: tuple[str, ...] = ("lasting", "negated", "two_in_one", "principle_after_choice", "implicit", "open_value")
-KINDS: tuple[str, ...] = EMPTY_KINDS + STORE_KINDS
+STORE_KINDS: tuple[str, ...] = ("lasting", "negated", "two_in_one", "principle_after_choice", "implicit", "open_value",
+                                "negation")
+# kinds whose case is a user's several conversations in order (`conversations`), scored on the final state
+MULTI_KINDS: tuple[str, ...] = ("change_of_mind", "repeated_choice", "mixed_choices", "single_choice", "not_evidence")
+KINDS: tuple[str, ...] = EMPTY_KINDS + STORE_KINDS + MULTI_KINDS
+MAX_CONVERSATIONS = 5
 # how many expected preferences each kind allows (min, max); other_person may hold the speaker's own
 EXPECTED_COUNT: dict[str, tuple[int, Optional[int]]] = {
     **{k: (0, 0) for k in EMPTY_KINDS}, "other_person": (0, None),
     "lasting": (1, None), "negated": (1, None), "two_in_one": (2, 2), "principle_after_choice": (1, 1), "implicit": (1, 1),
-    "open_value": (1, None)}
+    "open_value": (1, None), "negation": (0, None), "change_of_mind": (0, None), "repeated_choice": (0, None),
+    **{k: (0, 0) for k in ("mixed_choices", "single_choice", "not_evidence")}}
+# conversations per multi-conversation kind (min, max); single_choice is one conversation in the same shape
+CONVERSATION_COUNT: dict[str, tuple[int, int]] = {
+    "change_of_mind": (2, MAX_CONVERSATIONS), "repeated_choice": (2, MAX_CONVERSATIONS),
+    "mixed_choices": (2, MAX_CONVERSATIONS), "single_choice": (1, 1), "not_evidence": (2, MAX_CONVERSATIONS)}
 HELDOUT_EVERY = 3  # within each kind, the 3rd, 6th, 9th, ... conversation in file order is heldout
 
-_FIELDS = {"id", "split", "style", "kind", "turns", "expected", "note"}
+_FIELDS = {"id", "split", "style", "kind", "turns", "conversations", "expected", "expected_observed", "note"}
 _EXPECTED_FIELDS = {"path", "attribute", "polarity", "accept"}
 
 
@@ -47,12 +57,29 @@ class SetSpec(BaseModel):
     files: tuple[str, ...]
     schema_file: Optional[str] = None  # None = the built-in in-car schema
     zero_shot: bool = False
+    id_prefix: Optional[str] = None    # what ids start with (default: the set's name); sets may share a file
+    note: str = ""
+
+    @property
+    def prefix(self) -> str:
+        return self.id_prefix or self.name
 
 
 SETS: dict[str, SetSpec] = {
     "incar": SetSpec(name="incar", files=("incar-negative.jsonl", "incar-positive.jsonl", "incar-open-values.jsonl",
                                           "incar-negation.jsonl", "incar-no-value.jsonl", "chat-non-preference.jsonl")),
     "travel": SetSpec(name="travel", files=("travel.jsonl",), schema_file="travel.yaml", zero_shot=True),
+    # issue #18: values in the user's words, negation, requests naming no value, change of mind, repeated choices
+    "incar-words": SetSpec(name="incar-words", id_prefix="incar",
+                           files=("incar-open.jsonl", "incar-negation-forms.jsonl", "incar-novalue.jsonl",
+                                  "incar-change.jsonl", "incar-choices.jsonl")),
+    "smarthome": SetSpec(name="smarthome", files=("smarthome.jsonl",), schema_file="smarthome.yaml", zero_shot=True),
+    # one file of non-preference chat-assistant messages, run with each schema: nothing may be stored
+    "chat": SetSpec(name="chat", files=("chat.jsonl",), note="in-car schema"),
+    "chat-travel": SetSpec(name="chat-travel", id_prefix="chat", files=("chat.jsonl",), schema_file="travel.yaml",
+                           zero_shot=True, note="travel schema"),
+    "chat-smarthome": SetSpec(name="chat-smarthome", id_prefix="chat", files=("chat.jsonl",),
+                              schema_file="smarthome.yaml", zero_shot=True, note="smart home schema"),
 }
 
 
@@ -79,9 +106,21 @@ class ChallengeItem(BaseModel):
     split: Split
     style: str
     kind: str
-    conversation: Conversation
-    expected: tuple[Expected, ...]
+    conversations: tuple[Conversation, ...]   # one, or a user's several in order (MULTI_KINDS)
+    expected: tuple[Expected, ...]             # the preferences held after the last conversation
+    expected_observed: Optional[tuple[Expected, ...]] = None  # the observations held then (None = not checked)
     note: str = ""
+
+    @property
+    def conversation(self) -> Conversation:
+        """The case's conversation when it has one (a multi-conversation case has no single one)."""
+        if len(self.conversations) != 1:
+            raise ValueError(f"{self.id} has {len(self.conversations)} conversations")
+        return self.conversations[0]
+
+    @property
+    def multi(self) -> bool:
+        return self.kind in MULTI_KINDS
 
 
 @dataclass(frozen=True)
@@ -118,8 +157,8 @@ def _expected(raw: object, schema: Schema, file: str, line: int, field: str) -> 
     if not isinstance(attr, str) or not attr.strip():
         raise ChallengeDataError(file, "must be a non-empty string", line, f"{field}.attribute")
     pol = raw.get("polarity", "like")
-    if pol not in ("like", "dislike"):
-        raise ChallengeDataError(file, f"must be 'like' or 'dislike', got {pol!r}", line, f"{field}.polarity")
+    if pol not in POLARITIES:
+        raise ChallengeDataError(file, f"must be one of {', '.join(POLARITIES)}, got {pol!r}", line, f"{field}.polarity")
     accept = raw.get("accept", [])
     if not isinstance(accept, list) or not all(isinstance(a, str) and a.strip() for a in accept):
         raise ChallengeDataError(file, "must be a list of non-empty strings", line, f"{field}.accept")
@@ -140,51 +179,91 @@ def _jsonl(p: Path) -> Iterator[tuple[int, object]]:
                 raise ChallengeDataError(str(p), f"invalid JSON: {e.msg}", n) from None
 
 
-def parse_item(obj: object, schema: Schema, set_name: str, file: str, line: int) -> ChallengeItem:
+def parse_item(obj: object, schema: Schema, set_name: str, file: str, line: int,
+               id_prefix: Optional[str] = None) -> ChallengeItem:
     """One JSONL record, validated against FORMAT.md and the set's schema (split rule checked by `load_file`)."""
     if not isinstance(obj, dict):
         raise ChallengeDataError(file, "a line must be a JSON object (one conversation)", line)
     extra = sorted(set(obj) - _FIELDS)
     if extra:
         raise ChallengeDataError(file, f"unknown field (allowed: {', '.join(sorted(_FIELDS))})", line, extra[0])
-    for key in ("id", "split", "style", "kind", "turns", "expected"):
+    for key in ("id", "split", "style", "kind", "expected"):
         if key not in obj:
             raise ChallengeDataError(file, "missing field", line, key)
     cid = obj["id"]
-    if not isinstance(cid, str) or not re.fullmatch(rf"{re.escape(set_name)}\w*-\d+", cid):
-        raise ChallengeDataError(file, f"must look like '{set_name}-NNNN', got {cid!r}", line, "id")
+    if not isinstance(cid, str) or not re.fullmatch(rf"{re.escape(id_prefix or set_name)}\w*-\d+", cid):
+        raise ChallengeDataError(file, f"must look like '{id_prefix or set_name}-NNNN', got {cid!r}", line, "id")
     for key, allowed in (("split", SPLITS), ("style", STYLES), ("kind", KINDS)):
         if obj[key] not in allowed:
             raise ChallengeDataError(file, f"unknown {key} {obj[key]!r} (one of {', '.join(allowed)})", line, key)
-    try:  # roles user/assistant, text a non-empty string (FORMAT.md: never the empty string)
-        conv = parse_conversation({"id": cid, "turns": obj["turns"]}, file, line)
-    except ConversationFileError as e:
-        raise ChallengeDataError(file, e.problem, line, e.field) from None
-    if not conv.user_sentences():
-        raise ChallengeDataError(file, "a conversation needs at least one user turn", line, "turns")
+    kind = obj["kind"]
+    convs = _conversations(obj, kind, cid, file, line)
     raw_exp = obj["expected"]
     if not isinstance(raw_exp, list):
         raise ChallengeDataError(file, "must be a list (empty = store nothing)", line, "expected")
     expected = tuple(_expected(e, schema, file, line, f"expected[{i}]") for i, e in enumerate(raw_exp))
-    lo, hi = EXPECTED_COUNT[obj["kind"]]
+    lo, hi = EXPECTED_COUNT[kind]
     if len(expected) < lo or (hi is not None and len(expected) > hi):
         want = f"exactly {lo}" if lo == hi else f"at least {lo}" if hi is None else f"{lo} to {hi}"
-        raise ChallengeDataError(file, f"kind {obj['kind']!r} needs {want} expected preference(s), got {len(expected)}",
+        raise ChallengeDataError(file, f"kind {kind!r} needs {want} expected preference(s), got {len(expected)}",
                                  line, "expected")
+    observed: Optional[tuple[Expected, ...]] = None
+    if "expected_observed" in obj:
+        raw_obs = obj["expected_observed"]
+        if kind not in MULTI_KINDS:
+            raise ChallengeDataError(file, f"only cases of kinds {', '.join(MULTI_KINDS)} list observations", line,
+                                     "expected_observed")
+        if not isinstance(raw_obs, list):
+            raise ChallengeDataError(file, "must be a list (empty = no observation held)", line, "expected_observed")
+        observed = tuple(_expected(e, schema, file, line, f"expected_observed[{i}]") for i, e in enumerate(raw_obs))
     note = obj.get("note", "")
     if not isinstance(note, str):
         raise ChallengeDataError(file, "must be a string", line, "note")
     return ChallengeItem(set=set_name, file=file, line=line, id=cid, split=obj["split"], style=obj["style"],
-                         kind=obj["kind"], conversation=conv, expected=expected, note=note)
+                         kind=kind, conversations=convs, expected=expected, expected_observed=observed, note=note)
 
 
-def load_file(path: str | Path, schema: Schema, set_name: str) -> list[ChallengeItem]:
+def _conversations(obj: dict, kind: str, cid: str, file: str, line: int) -> tuple[Conversation, ...]:
+    """`turns` (one conversation) or, for the multi-conversation kinds, `conversations` (a list of turn lists,
+    the user's conversations in order; each gets the id '<id>-c<n>' so they count as distinct conversations)."""
+    if kind in MULTI_KINDS:
+        if "turns" in obj:
+            raise ChallengeDataError(file, f"kind {kind!r} lists its conversations in 'conversations', not 'turns'",
+                                     line, "turns")
+        raw = obj.get("conversations")
+        lo, hi = CONVERSATION_COUNT[kind]
+        if not isinstance(raw, list) or not lo <= len(raw) <= hi:
+            got = f"{len(raw)}" if isinstance(raw, list) else type(raw).__name__ if raw is not None else "nothing"
+            raise ChallengeDataError(file, f"kind {kind!r} needs a list of {lo}" + (f" to {hi}" if hi != lo else "")
+                                     + f" conversations (each a list of turns), got {got}", line, "conversations")
+        listed = [(f"conversations[{i}]", f"{cid}-c{i + 1}", t) for i, t in enumerate(raw)]
+    else:
+        if "conversations" in obj:
+            raise ChallengeDataError(file, f"kind {kind!r} is one conversation: use 'turns' "
+                                           f"(several only for {', '.join(MULTI_KINDS)})", line, "conversations")
+        if "turns" not in obj:
+            raise ChallengeDataError(file, "missing field", line, "turns")
+        listed = [("turns", cid, obj["turns"])]
+    out = []
+    for field, conv_id, turns in listed:
+        try:  # roles user/assistant, text a non-empty string (FORMAT.md: never the empty string)
+            conv = parse_conversation({"id": conv_id, "turns": turns}, file, line)
+        except ConversationFileError as e:
+            inner = e.field if field == "turns" else f"{field}.{e.field}" if e.field else field
+            raise ChallengeDataError(file, e.problem, line, inner) from None
+        if not conv.user_sentences():
+            raise ChallengeDataError(file, "a conversation needs at least one user turn", line, field)
+        out.append(conv)
+    return tuple(out)
+
+
+def load_file(path: str | Path, schema: Schema, set_name: str, id_prefix: Optional[str] = None) -> list[ChallengeItem]:
     """All records of one JSONL file, or an error; also enforces the split rule within each kind, in file order."""
     p = Path(path)
     items: list[ChallengeItem] = []
     seen_per_kind: dict[str, int] = {}
     for n, obj in _jsonl(p):
-        it = parse_item(obj, schema, set_name, str(p), n)
+        it = parse_item(obj, schema, set_name, str(p), n, id_prefix)
         k = seen_per_kind[it.kind] = seen_per_kind.get(it.kind, 0) + 1
         want = "heldout" if k % HELDOUT_EVERY == 0 else "train"
         if it.split != want:
@@ -223,7 +302,7 @@ def load_set(name: str, data_dir: Optional[Path] = None) -> ChallengeSet:
     if not present:
         raise ChallengeDataError(str(d), f"no data file of set {name!r} ({', '.join(spec.files)})")
     schema = set_schema(spec, d)
-    items = [it for f in present for it in load_file(d / f, schema, name)]
+    items = [it for f in present for it in load_file(d / f, schema, name, spec.prefix)]
     first: dict[str, ChallengeItem] = {}
     for it in items:
         if it.id in first:

@@ -81,7 +81,7 @@ def challenge_items(folder: Path) -> list[tuple[str, int, str]]:
             if not line.strip():
                 continue
             r = json.loads(line)
-            if r.get("split") != "train":
+            if r.get("split") != "train" or "turns" not in r:  # multi-conversation cases ("conversations") are not read
                 continue
             users = [t["text"] for t in r["turns"] if t["role"] == "user"]
             if not r["expected"]:
