@@ -64,6 +64,21 @@ def hash_embedder():
 
 
 @pytest.fixture()
+def keyword_memory(tmp_path, schema):
+    """A model-free Memory (keyword extractor, rule maintainer, hash embedder) on a SQLite file of the test."""
+    from boundmem import Memory
+    from boundmem.embed import HashEmbedder
+    from boundmem.extract.keyword import KeywordExtractor
+    from boundmem.maintain.rules import RuleMaintainer
+    from boundmem.store.sqlite import SQLiteStore
+
+    m = Memory(schema=schema, store=SQLiteStore(tmp_path / "m.db"), extractor=KeywordExtractor(),
+               maintainer=RuleMaintainer(), embedder=HashEmbedder())
+    yield m
+    m.store.close()
+
+
+@pytest.fixture()
 def sqlite_store(tmp_path):
     from boundmem.store.sqlite import SQLiteStore
 

@@ -7,7 +7,7 @@ from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-from .models import Candidate, ConsentAction, ConsentRecord, Decision, Polarity, Turn
+from .models import AuditEntry, Candidate, ConsentAction, ConsentRecord, Decision, Polarity, Turn
 from .schema.model import CategoryPath
 
 class ConversationIn(BaseModel):
@@ -180,3 +180,27 @@ class JobOut(BaseModel):
     started_at: Optional[datetime] = None
     finished_at: Optional[datetime] = None
     url: str = Field(description="Where to follow the job.")
+
+
+class PreferenceEdit(BaseModel):
+    """A correction of one stored preference (`PATCH .../preferences/{id}`): its value, its polarity, or both."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    attribute: Optional[str] = Field(None, min_length=1, max_length=200, description="The corrected value; in a "
+                                     "closed category one of its listed items.")
+    polarity: Optional[Polarity] = Field(None, description="like, dislike or indifferent.")
+
+    @model_validator(mode="after")
+    def _something(self):
+        if self.attribute is None and self.polarity is None:
+            raise ValueError("give 'attribute' and/or 'polarity'")
+        return self
+
+
+class PreferenceHistory(BaseModel):
+    """One preference's audit entries, oldest first (erased content is not in them)."""
+
+    user: str
+    preference_id: str
+    entries: list[AuditEntry]

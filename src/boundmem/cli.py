@@ -5,24 +5,25 @@ import json
 import sys
 from importlib import import_module, resources
 from pathlib import Path
-from typing import Optional
+from typing import Optional, get_args
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from .cli_options import DB, EMBEDDER, EXTRACTOR, MAINTAINER, SCHEMA, ErrorExitGroup, cli_settings
+from .cli_options import DB, EMBEDDER, EXTRACTOR, MAINTAINER, SCHEMA, ErrorExitGroup, cli_choice, cli_settings
 from .conversation import read_conversations
 from .errors import InputError, NotFoundError, UpstreamError, exit_code
 from .schema.display import category_labels, choice, statement
+from .models import Polarity
 from .schema.load import builtin_schema, dump_yaml, load_schema
 from .user_id import cli_user_id as _user_id  # the one user-id rule, as on the API and MCP
 
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, cls=ErrorExitGroup)
 schema_app = typer.Typer(help="Show and validate category schemas.", no_args_is_help=True)
-prefs_app = typer.Typer(help="What is stored for a user: list, export, delete, forget; confirm or dismiss an observation.",
-                        no_args_is_help=True)
+prefs_app = typer.Typer(help="What is stored for a user: list, export, edit, history, delete, forget; confirm or "
+                        "dismiss an observation.", no_args_is_help=True)
 app.add_typer(schema_app, name="schema")
 app.add_typer(prefs_app, name="prefs")
 audit_app = typer.Typer(help="Check the audit log's hash chains.", no_args_is_help=True)
@@ -332,13 +333,69 @@ def prefs_delete(pref_id: str, user: str = USER, db: str = DB, tenant: Optional[
     """Delete one preference (by id or a unique id prefix); it is erased from the audit log too."""
     store = _store(db)
     user = _existing(store, db, user, tenant)
-    matches = [p for p in store.preferences(user) if p.id.startswith(pref_id)]
-    if not matches:
-        raise NotFoundError(f"no preference id {pref_id!r} for user {user!r}")
-    if len(matches) > 1:
-        raise InputError(f"ambiguous preference id {pref_id!r} for user {user!r}")
-    p = store.delete(user, matches[0].id, cause="deleted by user (cli)")
+    p = store.delete(user, _unique_id([p.id for p in store.preferences(user)], pref_id, user),
+                     cause="deleted by user (cli)")
     console.print(f"deleted {p.path} = {p.attribute!r}")
+
+
+def _unique_id(ids, prefix: str, user: str) -> str:
+    """The one preference id that starts with `prefix` (the 8 characters `prefs list` shows are enough)."""
+    matches = sorted({i for i in ids if i.startswith(prefix)})
+    if not matches:
+        raise NotFoundError(f"no preference id {prefix!r} for user {user!r}")
+    if len(matches) > 1:
+        raise InputError(f"ambiguous preference id {prefix!r} for user {user!r}: {', '.join(m[:12] for m in matches[:5])}")
+    return matches[0]
+
+
+_polarity = cli_choice(get_args(Polarity))
+POLARITY = typer.Option(None, "--polarity", callback=lambda ctx, param, v: v if v is None else _polarity(ctx, param, v),
+                        help=" | ".join(get_args(Polarity)))
+
+
+@prefs_app.command("edit")
+def prefs_edit(pref_id: str, value: Optional[str] = typer.Option(None, "--value", help="The corrected value."),
+               polarity: Optional[str] = POLARITY, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA,
+               tenant: Optional[str] = TENANT, embedder: str = EMBEDDER):
+    """Correct one preference's value and/or polarity (by id or a unique id prefix); audited as edited by the user."""
+    if value is None and polarity is None:
+        raise InputError("nothing to change: give --value and/or --polarity")
+    mem = _memory(db, schema, embedder=embedder)
+    sid = _existing(mem.store, db, user, tenant)
+    p = mem.update(sid, _unique_id([p.id for p in mem.store.preferences(sid)], pref_id, sid), attribute=value,
+                   polarity=polarity)
+    console.print(f"edited {_label(mem.schema, p.path)} = {p.attribute!r} ({p.polarity}), id {p.id[:8]}",
+                  soft_wrap=True, markup=False)
+
+
+@prefs_app.command("history")
+def prefs_history(pref_id: str, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA,
+                  tenant: Optional[str] = TENANT, as_json: bool = typer.Option(False, "--json")):
+    """How one preference (by id or a unique id prefix; also a deleted one) was learned, seen, updated and edited."""
+    mem = _memory(db, schema, embedder=NO_EMBEDDING)
+    sid = _existing(mem.store, db, user, tenant)
+    pid = _unique_id([a.preference_id for a in mem.store.audit(sid) if a.preference_id], pref_id, sid)
+    entries = mem.history(sid, pid)
+    if as_json:
+        print(json.dumps([a.model_dump(mode="json") for a in entries], indent=2))
+        return
+    console.print(f"history of preference {pid} ({len(entries)} entries)", soft_wrap=True)
+    for a in entries:
+        console.print(f"{a.seq:>4}  {a.at:%Y-%m-%d %H:%M}  {a.op:<7} {_change(a)}  ({a.why}"
+                      + (f"; {a.cause}" if a.cause and a.cause != "erased" else "") + ")", soft_wrap=True, markup=False)
+
+
+def _change(a) -> str:
+    """What an audit entry changed, in one phrase ("'Italian' -> 'Mexican'"); "content erased" after a deletion."""
+    def said(d):
+        return f"{d['attribute']!r}" + ("" if d.get("polarity", "like") == "like" else f" ({d['polarity']})")
+
+    if a.before is None and a.after is None:
+        return "content erased" if a.cause == "erased" else "-"
+    if a.before and a.after and "attribute" in a.before and "attribute" in a.after:
+        return f"{said(a.before)} -> {said(a.after)}"
+    d = a.after or a.before
+    return said(d) if "attribute" in d else ", ".join(f"{k}={v!r}" for k, v in d.items())
 
 
 @prefs_app.command("forget")
@@ -384,7 +441,8 @@ def demo(db: str = typer.Option("boundmem-demo.db", "--db"), user: str = typer.O
     from .conversation import render
 
     mem = _memory(db, None, embedder="minilm")   # the embedded defaults, whatever BOUNDMEM_EMBEDDER says
-    mem.forget(user)
+    if mem.store.has_user(user):   # a fresh demo on every run
+        mem.forget(user)
     src = resources.files("boundmem.demo").joinpath("conversations.json")
     with resources.as_file(src) as p:
         convs = read_conversations(p)

@@ -24,7 +24,7 @@ import httpx
 from pydantic import BaseModel
 
 from .api_models import (ForgetOut, IngestOut, JobOut, ObservationList, ObservationOut, OptInOut, OptOutList, OptOutOut,
-                         PreferenceList, PreferenceOut, RecallOut, RevokeOut, TokenOut, WhoAmIOut)
+                         PreferenceHistory, PreferenceList, PreferenceOut, RecallOut, RevokeOut, TokenOut, WhoAmIOut)
 from .errors import BoundmemError, ConflictError, InputError, LimitError, NotFoundError
 from .extract.base import ExtractionError
 from .messages import ConversationInput, to_conversation
@@ -141,6 +141,15 @@ class _Ops:
 
     def delete(self, user: str, preference_id: str):
         return self._call("DELETE", f"/v1/users/{_u(user)}/preferences/{_u(preference_id)}", PreferenceOut)
+
+    def update(self, user: str, preference_id: str, attribute: Optional[str] = None, polarity: Optional[str] = None):
+        """Correct a preference's value and/or polarity (`Memory.update`); answers it as stored."""
+        body = {k: v for k, v in (("attribute", attribute), ("polarity", polarity)) if v is not None}
+        return self._call("PATCH", f"/v1/users/{_u(user)}/preferences/{_u(preference_id)}", PreferenceOut, json=body)
+
+    def history(self, user: str, preference_id: str):
+        """A preference's audit entries, oldest first (`Memory.history`)."""
+        return self._call("GET", f"/v1/users/{_u(user)}/preferences/{_u(preference_id)}/history", PreferenceHistory)
 
     def observations(self, user: str):
         """The user's one-off choices (not preferences: never recalled), each with what they said."""

@@ -4,19 +4,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, get_args
 
 from .config import Settings
-from .errors import NotFoundError
+from .errors import ConflictError, InputError, NotFoundError
 from .extract.base import Extractor, Warmable
 from .maintain.base import Maintainer, enforce_multiplicity
-from .models import (Candidate, ConsentAction, ConsentRecord, Conversation, Decision, IngestResult, Observation,
-                     Preference, RecallHit, UserExport, consent_records, utcnow)
+from .models import (AuditEntry, Candidate, ConsentAction, ConsentRecord, Conversation, Decision, IngestResult,
+                     Observation, Polarity, Preference, RecallHit, UserExport, consent_records, utcnow)
 from .embed import Embedder
 from .messages import ConversationInput, to_conversation
 from .retrieve.retriever import Retriever
 from .retrieve.text import enriched_text
-from .schema.model import CategoryPath, Schema
+from .schema.model import CategoryPath, Schema, UnknownCategoryError
 from .store.base import OptedOutError, Store, blocking_rule, normalise_value
 from .store.schema_record import bind_schema, check_schema
 
@@ -306,6 +306,55 @@ class Memory:
     def delete(self, user: str, preference_id: str) -> Preference:
         return self.store.delete(user, preference_id, cause="deleted by user")
 
+    def update(self, user: str, preference_id: str, attribute: Optional[str] = None,
+               polarity: Optional[Polarity] = None) -> Preference:
+        """Correct a stored preference: its value (`attribute`) and/or its `polarity`, keeping its id, category,
+        sentence and conversation as provenance. Audited as an "update" with the cause "edited by the user", and
+        re-embedded from the corrected value (the old sentence no longer says what is held, so it is left out of
+        the vector). In a closed category the value must be one of the listed items (matched ignoring case);
+        the same value twice in a category is a ConflictError, as is editing under an opt-out (OptedOutError).
+        NotFoundError for an id the user does not hold."""
+        if attribute is None and polarity is None:
+            raise InputError("nothing to change: give attribute (the corrected value) and/or polarity")
+        if polarity is not None and polarity not in get_args(Polarity):
+            raise InputError(f"polarity must be one of {', '.join(get_args(Polarity))}, not {polarity!r}")
+        old = self.store.get(user, preference_id)
+        ref = self._editable(old)
+        value = old.attribute if attribute is None else _edited_value(ref.detail, attribute)
+        polarity = polarity or old.polarity
+        if (value, polarity) == (old.attribute, old.polarity):
+            return old
+        vec = self.embedder.embed([enriched_text(ref.detail, value, "", polarity=polarity)])[0]
+        self._bind_schema()
+        with self.store.transaction(user) as tx:
+            twin = next((p for p in tx.preferences(old.path) if p.id != preference_id
+                         and normalise_value(p.attribute) == normalise_value(value)), None)
+            if twin is not None:
+                raise ConflictError(f"{ref.detail.name!r} already holds {twin.attribute!r} (preference {twin.id}); "
+                                    "delete one of them instead")
+            return tx.replace(preference_id, value, old.sentence, vec, old.conversation_id, "edited by the user",
+                              polarity=polarity, why="edited by the user")
+
+    def _editable(self, p: Preference):
+        """The category of a preference that may be edited: in the schema, not opted out."""
+        rule = blocking_rule(self.store.opt_outs(p.user), p.path)
+        if rule is not None:
+            raise OptedOutError(p.user, p.path, rule)
+        try:
+            return self.schema.resolve(p.path)
+        except UnknownCategoryError:
+            raise ConflictError(f"preference {p.id} is under {p.path}, which schema {self.schema.name!r} does not "
+                                "hold any more; it can be deleted, not edited") from None
+
+    def history(self, user: str, preference_id: str) -> list[AuditEntry]:
+        """One preference's audit entries, oldest first: how it was learned, seen again, updated or edited, and
+        deleted. Entries about content that was erased (a deleted preference) keep what was done, when and why,
+        never the content. NotFoundError if the user's log never mentions the id."""
+        entries = [a for a in self.store.audit(user) if a.preference_id == preference_id]
+        if not entries:
+            raise NotFoundError(f"no preference {preference_id!r} in the history of user {user!r}")
+        return entries
+
     def export(self, user: str) -> UserExport:
         return self.store.export(user)
 
@@ -350,9 +399,15 @@ class Memory:
         return consent_records(self.store.opt_outs(user), self.store.audit(user))
 
     def forget(self, user: str) -> int:
+        """Erase everything held about the user; returns how many preferences were erased. A user the store does not
+        hold (never seen, or forgotten already) with nothing queued is a NotFoundError, as on the CLI and the API:
+        a mistyped id must not read as an erasure done."""
         # queued conversations of the user go too, whoever queued them (another process, an earlier run), before the
         # store's erasure, whose WAL wipe then covers their pages
-        self.jobs.forget_user(user)
+        queued = self.jobs.forget_user(user)
+        if not queued and not self.store.has_user(user):
+            raise NotFoundError(f"no user {user!r} in the store"
+                                + (" (that user was forgotten; nothing is held)" if self.store.audit(user) else ""))
         return self.store.forget(user, cause="user asked to be forgotten")
 
 
@@ -391,6 +446,24 @@ def _redact(utterance: str, erased: list[Preference | Observation]) -> str:
 def _text(ref, c) -> str:
     """What is embedded for a candidate: the enriched text of its detail, value, polarity and sentence."""
     return enriched_text(ref.detail, c.attribute, c.sentence, polarity=c.polarity)
+
+
+def _edited_value(detail, attribute: str) -> str:
+    """The value a user typed as a correction: trimmed, bounded; in a closed category the listed item it names."""
+    value = " ".join(str(attribute).split()) if isinstance(attribute, str) else ""
+    if not value:
+        raise InputError("attribute (the corrected value) must be a non-empty string")
+    if len(value) > MAX_VALUE_CHARS:
+        raise InputError(f"attribute is {len(value)} characters; a value has at most {MAX_VALUE_CHARS}")
+    if detail.value_kind == "closed":
+        item = next((a for a in detail.attributes if normalise_value(a) == normalise_value(value)), None)
+        if item is None:
+            raise InputError(f"{detail.name!r} takes one of {', '.join(map(repr, detail.attributes))}, not {value!r}")
+        return item
+    return value
+
+
+MAX_VALUE_CHARS = 200
 
 
 def _signature(prefs: list[Preference]) -> tuple:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from boundmem.api_models import ConversationIn, RecallRequest, TokenRequest
+from boundmem.api_models import ConversationIn, PreferenceEdit, RecallRequest, TokenRequest
 from boundmem.service.app import create_app
 
 from .conftest import KEYS
@@ -29,7 +29,7 @@ def test_every_route_is_in_the_readme_table(memory):
 
 def test_every_request_field_is_named():
     table = _table()
-    for model in (ConversationIn, RecallRequest, TokenRequest):
+    for model in (ConversationIn, RecallRequest, TokenRequest, PreferenceEdit):
         for name in model.model_fields:
             if name != "at":   # accepted and ignored
                 assert f'"{name}"' in table, (model.__name__, name)

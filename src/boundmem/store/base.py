@@ -80,8 +80,10 @@ class StoreTx(Protocol):
                conversation_id: Optional[str], cause: str, polarity: Polarity = "like") -> Preference: ...
 
     def replace(self, pref_id: str, attribute: str, sentence: str, embedding: np.ndarray,
-                conversation_id: Optional[str], cause: str, polarity: Polarity = "like") -> Preference:
-        """Update in place (keeps the id, records before/after)."""
+                conversation_id: Optional[str], cause: str, polarity: Polarity = "like",
+                why: Optional[str] = None) -> Preference:
+        """Update in place (keeps the id, records before/after); `why` is the content-free reason the audit entry
+        keeps (default: from a conversation, or on request)."""
 
     def delete(self, pref_id: str, cause: str, why: str = "deleted on request") -> Preference:
         """`why` is the content-free reason the erased entry keeps."""

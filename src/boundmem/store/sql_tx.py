@@ -324,7 +324,7 @@ class SqlTx:
         return p
 
     def replace(self, pref_id, attribute, sentence, embedding, conversation_id, cause,
-                polarity: Polarity = "like") -> Preference:
+                polarity: Polarity = "like", why: Optional[str] = None) -> Preference:
         before = self._get(pref_id)
         self._check(before.path)
         vec = self._vector(embedding)
@@ -333,7 +333,7 @@ class SqlTx:
                 (attribute, sentence, conversation_id, self.d.now(), polarity, vec, pref_id, self.user))
         after = self._get(pref_id)
         self._audit("update", pref_id, public(before), public(after), cause, str(before.path),
-                    "updated from a conversation" if conversation_id else "updated on request")
+                    why or ("updated from a conversation" if conversation_id else "updated on request"))
         return after
 
     def delete(self, pref_id, cause, why: str = "deleted on request") -> Preference:

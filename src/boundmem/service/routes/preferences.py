@@ -58,7 +58,8 @@ def export(s: Subj, mem: Mem) -> UserExport:
                              for a in e.audit], consents=e.consents)
 
 
-@router.delete("/v1/users/{user}", response_model=ForgetOut)
+@router.delete("/v1/users/{user}", response_model=ForgetOut, responses=NOT_FOUND)
 def forget(s: Subj, mem: Mem) -> ForgetOut:
-    """Erase everything stored about the user (the erasure itself stays recorded)."""
+    """Erase everything stored about the user (the erasure itself stays recorded). A user the tenant does not hold
+    (never seen, or forgotten already): 404, as in the library and on the CLI."""
     return ForgetOut(user=s.user, erased=mem.forget(s.ns))
