@@ -144,10 +144,12 @@ def schema_migrate(schema: Optional[Path] = SCHEMA, db: str = DB,
 # --- ingest / recall ------------------------------------------------------------------------
 @app.command()
 def ingest(file: Path, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA,
-           extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER):
+           extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER,
+           tenant: Optional[str] = TENANT):
     """Extract and store the preferences in a conversation file (.json or .jsonl). Bad files store nothing."""
     convs = read_conversations(file)
     mem = _memory(db, schema, extractor, maintainer, embedder)
+    user = _sid(user, tenant)
     for i, c in enumerate(convs):
         try:
             r = mem.add(c, user)
@@ -174,10 +176,11 @@ def ingest(file: Path, user: str = USER, db: str = DB, schema: Optional[Path] = 
 @app.command()
 def recall(utterance: str, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA,
            k: Optional[int] = typer.Option(5, "-k", help="How many; 0 = dynamic (the best match's subcategory)."),
-           embedder: str = EMBEDDER):
-    """The stored preferences most relevant to what the user just said."""
+           embedder: str = EMBEDDER, tenant: Optional[str] = TENANT):
+    """The stored preferences most relevant to what the user just said. A user the store does not hold is an error
+    (exit 2; a user of an API tenant is named with --tenant), never "nothing stored"."""
     mem = _memory(db, schema, embedder=embedder)
-    hits = mem.recall(utterance, user, k=None if k == 0 else k)
+    hits = mem.recall(utterance, _existing(mem.store, db, user, tenant), k=None if k == 0 else k)
     if not hits:
         console.print("nothing stored for this user")
     for h in hits:

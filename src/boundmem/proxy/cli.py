@@ -10,7 +10,7 @@ import typer
 from ..cli_options import DB, EMBEDDER, EXTRACTOR, MAINTAINER, SCHEMA, ErrorExitGroup, cli_default
 from ..config import secret_from
 from ..service.cli import (BURST, KEYS, MAX_BODY, MAX_TOTAL_CHARS, MAX_TURN_CHARS, MAX_TURNS, RATE, SECRET, STATE,
-                           USER_RATE, _fail, _issuer, _limits, _load_keys, _memory_factory, _throttle)
+                           USER_RATE, _fail, _issuer, _limits, _listen, _load_keys, _memory_factory, _throttle)
 
 app = typer.Typer(help=__doc__, add_completion=False, invoke_without_command=True, cls=ErrorExitGroup)
 
@@ -42,18 +42,23 @@ def proxy(upstream: str = typer.Option(None, "--upstream", callback=cli_default(
     from .app import create_proxy
 
     factory = _memory_factory(db, schema, extractor, maintainer, embedder)
-    typer.echo("loading models ...", err=True)
-    mem = factory()
-    mem.warm()
-    import uvicorn
+    sock = _listen(host, port)   # as serve: a taken port is one clear error before the models load (exit 1)
+    port = sock.getsockname()[1]
+    try:
+        typer.echo("loading models ...", err=True)
+        mem = factory()
+        mem.warm()
+        import uvicorn
 
-    typer.echo(f"boundmem proxy for {upstream} on http://{host}:{port}/v1 ({len(ring.tenants)} tenant(s))", err=True)
-    proxy_app = create_proxy(mem, ring, upstream, upstream_key=secret_from(upstream_key_env), k=k,
-                             tokens=_issuer(token_secret, token_state), timeout=timeout, max_body_bytes=max_body,
-                             rate_limit=_throttle(rate, burst, user_rate),
-                             limits=_limits(max_turns, max_turn_chars, max_total_chars), forward_user=forward_user)
-    from ..service.accesslog import install
+        typer.echo(f"boundmem proxy for {upstream} on http://{host}:{port}/v1 ({len(ring.tenants)} tenant(s))", err=True)
+        proxy_app = create_proxy(mem, ring, upstream, upstream_key=secret_from(upstream_key_env), k=k,
+                                 tokens=_issuer(token_secret, token_state), timeout=timeout, max_body_bytes=max_body,
+                                 rate_limit=_throttle(rate, burst, user_rate),
+                                 limits=_limits(max_turns, max_turn_chars, max_total_chars), forward_user=forward_user)
+        from ..service.accesslog import install
 
-    config = uvicorn.Config(proxy_app, host=host, port=port, log_level="info")
-    install()
-    uvicorn.Server(config).run()
+        config = uvicorn.Config(proxy_app, host=host, port=port, log_level="info")
+        install()
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
