@@ -47,3 +47,16 @@ def client(memory):
 
     with TestClient(create_app(memory, KEYS)) as c:
         yield c
+
+
+@pytest.fixture()
+def taken_port(tmp_path):
+    """A keys file and a port another socket is listening on (for serve/proxy on a taken port)."""
+    import socket
+
+    keys = tmp_path / "keys.toml"
+    keys.write_text(f'[keys]\n"{KEY_A}" = "acme"\n')
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        yield keys, busy.getsockname()[1]

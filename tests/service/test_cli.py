@@ -162,18 +162,13 @@ def test_bad_token_settings_are_refused(tmp_path, extra, needle):
     assert r.exit_code == 2 and needle in r.stderr, r.stderr
 
 
-def test_serve_on_a_taken_port_says_so_before_serving(tmp_path):
+def test_serve_on_a_taken_port_says_so_before_serving(tmp_path, taken_port):
     """#21: a taken port is one clear error with README's exit status for a failed serve (1), not "serving ..."
     followed by uvicorn's exit 3."""
-    keys = tmp_path / "keys.toml"
-    keys.write_text(f'[keys]\n"{KEY_A}" = "acme"\n')
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        r = subprocess.run([*CLI, "--db", str(tmp_path / "s.db"), "--keys", str(keys), "--port", str(port), "--lazy",
-                            "--extractor", "keyword", "--maintainer", "rules", "--embedder", "hash"],
-                           capture_output=True, text=True, timeout=120)
+    keys, port = taken_port
+    r = subprocess.run([*CLI, "--db", str(tmp_path / "s.db"), "--keys", str(keys), "--port", str(port), "--lazy",
+                        "--extractor", "keyword", "--maintainer", "rules", "--embedder", "hash"],
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in r.stderr and "--port" in r.stderr and "serving" not in r.stderr
     assert "Traceback" not in r.stderr

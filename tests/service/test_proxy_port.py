@@ -2,25 +2,16 @@
 models load or the proxy is announced; not uvicorn's exit 3."""
 from __future__ import annotations
 
-import socket
-
 from typer.testing import CliRunner
 
 from boundmem.proxy.cli import app as proxy_app
 
-from .conftest import KEY_A
 
-
-def test_proxy_on_a_taken_port_says_so_before_loading(tmp_path):
-    keys = tmp_path / "keys.toml"
-    keys.write_text(f'[keys]\n"{KEY_A}" = "acme"\n')
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        r = CliRunner().invoke(proxy_app, ["--upstream", "http://127.0.0.1:9/v1", "--db", str(tmp_path / "s.db"),
-                                           "--keys", str(keys), "--port", str(port), "--extractor", "keyword",
-                                           "--maintainer", "rules", "--embedder", "hash"])
+def test_proxy_on_a_taken_port_says_so_before_loading(tmp_path, taken_port):
+    keys, port = taken_port
+    r = CliRunner().invoke(proxy_app, ["--upstream", "http://127.0.0.1:9/v1", "--db", str(tmp_path / "s.db"),
+                                       "--keys", str(keys), "--port", str(port), "--extractor", "keyword",
+                                       "--maintainer", "rules", "--embedder", "hash"])
     assert r.exit_code == 1, r.output
     assert f"cannot listen on 127.0.0.1:{port}" in r.stderr and "--port" in r.stderr
     assert "loading models" not in r.stderr and "proxy for" not in r.stderr
