@@ -407,7 +407,8 @@ class Memory:
         queued = self.jobs.forget_user(user)
         if not queued and not self.store.has_user(user):
             raise NotFoundError(f"no user {user!r} in the store"
-                                + (" (that user was forgotten; nothing is held)" if self.store.audit(user) else ""))
+                                + (" (that user was forgotten; nothing is held)"
+                                   if self.store.verify_audit(user).entries else ""))   # a forgotten id's chains stay
         return self.store.forget(user, cause="user asked to be forgotten")
 
 
