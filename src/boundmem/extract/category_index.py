@@ -119,11 +119,3 @@ class CategoryIndex:
             return []
         return [float(v) for v in self._attributes()[category] @ x]
 
-    def nearest_attribute(self, x: np.ndarray, category: int) -> tuple[Optional[str], float]:
-        attrs = self.refs[category].detail.attributes
-        if not attrs:
-            return None, 0.0
-        A = self._attributes()[category]
-        sims = A @ x
-        j = int(sims.argmax())
-        return attrs[j], float(sims[j])

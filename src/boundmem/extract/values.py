@@ -105,12 +105,6 @@ def normalise(span: str) -> str:
     return s
 
 
-def in_words(value: str, text: str) -> bool:
-    """Whether every word of the value occurs in the text (case-insensitive): the check that a value is the user's."""
-    low = {w.lower().strip(".'") for w in _WORD.findall(text)}
-    return all(w.lower().strip(".'") in low for w in _WORD.findall(value))
-
-
 def open_value(text: str, ref: DetailRef, spans: list[str]) -> Optional[str]:
     """The first span (in the caller's order of preference) that names something, normalised; None if none does."""
     for span in spans:
