@@ -101,7 +101,7 @@ def _seed(db, cue_extractor, user: str, *conversations: tuple[str, ...]) -> None
 
 
 def test_prefs_list_shows_polarity(tmp_path, cue_extractor, monkeypatch):
-    from boundmem import cli
+    from boundmem.cli import root as cli
 
     db = tmp_path / "m.db"
     _seed(db, cue_extractor, "al", ("I can't stand Jazz.", "I always avoid Highways."))
@@ -114,7 +114,7 @@ def test_prefs_list_shows_polarity(tmp_path, cue_extractor, monkeypatch):
 
 
 def test_prefs_observed_confirm_dismiss(tmp_path, cue_extractor, monkeypatch):
-    from boundmem import cli
+    from boundmem.cli import root as cli
 
     db = tmp_path / "m.db"
     _seed(db, cue_extractor, "acme:al", ("I love Italian food.",), ("Play some Jazz.",), ("Play some Rock.",))

@@ -1,4 +1,4 @@
-"""The command line's exit codes come from one place (`cli_options.ErrorExitGroup` over `errors.EXIT_CODES`): each branch of
+"""The command line's exit codes come from one place (`cli.options.ErrorExitGroup` over `errors.EXIT_CODES`): each branch of
 the error tree one code and one "error: <message>" line on stderr, no traceback; anything else keeps its traceback."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from boundmem.cli_options import ErrorExitGroup
+from boundmem.cli.options import ErrorExitGroup
 from boundmem.cli import app as main_app
 from boundmem.errors import (BoundmemError, ConfigError, ConflictError, InputError, LimitError, NotFoundError,
                              StoreError, UpstreamError)
@@ -110,17 +110,17 @@ def test_bench_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
 
     from typer.testing import CliRunner
 
-    from boundmem.cli import _mount, app
+    from boundmem.cli.root import _mount, app
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)   # as if not installed: find_spec None, import fails
     _mount("bench")
     runner = CliRunner()
     (tmp_path / "d.jsonl").write_text("")
     r = runner.invoke(app, ["bench", "carmem", "--data", str(tmp_path / "d.jsonl"), "--out", str(tmp_path / "o")])
-    assert r.exit_code == 2 and "pip install 'boundmem[bench]'" in r.output, r.output
+    assert r.exit_code == 2 and "pip install 'boundmem-bench[plots]'" in r.output, r.output
     assert not isinstance(r.exception, ModuleNotFoundError) and "Traceback" not in r.output
     assert runner.invoke(app, ["bench", "carmem", "--help"]).exit_code == 0
-    from boundmem.bench.report import MissingExtraError, _plt
+    from boundmem_bench.report import MissingExtraError, _plt
 
-    with pytest.raises(MissingExtraError, match=r"boundmem\[bench\]"):
+    with pytest.raises(MissingExtraError, match=r"boundmem-bench\[plots\]"):
         _plt()

@@ -105,7 +105,7 @@ def test_serve_builds_the_embedder_named_by_boundmem_embedder(tmp_path, monkeypa
     import uvicorn
 
     from boundmem.service import accesslog, app as service_app
-    from boundmem.service.cli import app as serve_app
+    from boundmem.cli.serve import app as serve_app
 
     built = {}
 
@@ -133,7 +133,7 @@ def test_serve_builds_the_embedder_named_by_boundmem_embedder(tmp_path, monkeypa
 def test_bench_accepts_every_embedder_its_help_offers(bench, tmp_path):
     """`bench carmem`/`bench gvd` offered minilm-onnx in their help and refused it; the data error proves the
     embedder name was accepted."""
-    from boundmem.bench.cli import app
+    from boundmem_bench.cli import app
 
     if bench == "carmem":
         data = tmp_path / "dataset.jsonl"
@@ -168,8 +168,8 @@ def _wide_env() -> dict[str, str]:
     return {**os.environ, "COLUMNS": "300", "TERM": "dumb", "NO_COLOR": "1"}
 
 
-@pytest.mark.parametrize("blocked,argv", [("boundmem.bench.gvd", ["bench", "gvd", "--help"]),
-                                          ("boundmem.caim.cli", ["caim", "--help"])])
+@pytest.mark.parametrize("blocked,argv", [("boundmem_bench.gvd", ["bench", "gvd", "--help"]),
+                                          ("boundmem.cli.caim", ["caim", "--help"])])
 def test_a_broken_install_shows_the_import_error_not_no_such_command(blocked, argv):
     code = textwrap.dedent(f"""
         import sys
@@ -210,7 +210,7 @@ def test_serve_with_an_endpoint_it_cannot_use_stops_at_start(args, env, named, t
     import uvicorn
 
     from boundmem.service import accesslog
-    from boundmem.service.cli import app as serve_app
+    from boundmem.cli.serve import app as serve_app
 
     started = []
     monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: started.append(True))

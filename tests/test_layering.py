@@ -1,5 +1,5 @@
 """The package layout is the pipeline: schema -> embed -> extract/maintain -> store -> retrieve -> memory ->
-service/cli/bench (caim beside memory). These tests read every import in src/boundmem (also the ones inside
+service/cli (caim beside memory); the benchmarks live outside the package (benchmarks/boundmem_bench). These tests read every import in src/boundmem (also the ones inside
 functions, which are cycles all the same when they run) and fail on a cycle or an arrow against the pipeline."""
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ RANKS = {
     "store": 4,
     "retrieve": 5,
     "memory": 6, "async_memory": 6, "jobs": 6, "caim": 6,
-    "api_models": 7, "client": 7, "cli_options": 7, "service": 7, "proxy": 7, "bench": 7, "cli": 7, "demo": 7, "<root>": 7,
+    "api_models": 7, "client": 7, "service": 7, "proxy": 7, "demo": 7, "<root>": 7,
+    "cli": 8,  # the command line: only it parses options, and nothing below imports it
 }
-TOP = 7
 
 
 
@@ -76,8 +76,6 @@ def import_graph() -> dict[str, set[str]]:
 
 def rank(mod: str) -> int:
     parts = mod.split(".")
-    if parts[-1] in ("cli", "__main__") or "cli" in parts[1:-1]:
-        return TOP  # command-line entry points sit on top whatever package they live in
     return RANKS.get(parts[1] if len(parts) > 1 else "<root>", -1)
 
 
@@ -147,6 +145,20 @@ def test_readme_layout_table_names_every_package():
     assert not missing, f"README's layout table does not name {missing}"
 
 
-@pytest.mark.parametrize("name", ["boundmem.retrieve.embed", "boundmem.store.stress", "boundmem.factory"])
+def test_the_runtime_never_imports_the_benchmarks():
+    """`pip install boundmem` carries no benchmark: no module of the package may need one."""
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            bad += [f"{path.relative_to(SRC)} -> {n}" for n in names if n.split(".")[0] == "boundmem_bench"]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("name", ["boundmem.retrieve.embed", "boundmem.store.stress", "boundmem.factory", "boundmem.bench",
+                                  "boundmem.cli_options", "boundmem.service.cli", "boundmem.proxy.cli", "boundmem.caim.cli",
+                                  "boundmem.llm.cli", "boundmem.llm.local", "boundmem.maintain.local",
+                                  "boundmem.extract.head_training"])
 def test_moved_modules_are_gone(name):
     assert not _is_module(name)

@@ -9,9 +9,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from boundmem.bench.carmem import CarMemConfig, Components, run_carmem
-from boundmem.bench.carmem_data import CarMemDataError, load_carmem
-from boundmem.bench.carmem_metrics import (MaintenanceRow, RetrievalRow, is_lost, label, maintenance_summary, micro_prf,
+from boundmem_bench.carmem import CarMemConfig, Components, run_carmem
+from boundmem_bench.carmem_data import CarMemDataError, load_carmem
+from boundmem_bench.carmem_metrics import (MaintenanceRow, RetrievalRow, is_lost, label, maintenance_summary, micro_prf,
                                            retrieval_summary, same_attribute)
 from boundmem.extract.base import Extraction, ExtractionError
 from boundmem.maintain.base import Reconciliation
@@ -239,7 +239,7 @@ def test_scripted_outputs_written(scripted_run):
 
 # --- the command -----------------------------------------------------------------------------
 def test_cli_runs_and_rejects_bad_input(tmp_path, shared_data):
-    from boundmem.cli import _mount, app
+    from boundmem.cli.root import _mount, app
 
     _mount()
     data = shared_data / "carmem" / "dataset.jsonl"
@@ -261,7 +261,7 @@ def test_cli_runs_and_rejects_bad_input(tmp_path, shared_data):
 
 
 def test_extraction_both_ways_stored_or_observed_and_stored_at_once(scripted_run):
-    from boundmem.bench.carmem_rows import ExtractionOutcome, ExtractionRecord, extraction_summary
+    from boundmem_bench.carmem_rows import ExtractionOutcome, ExtractionRecord, extraction_summary
 
     res, _, (a, b, c, d, e, f) = scripted_run
     s = res["summary"]

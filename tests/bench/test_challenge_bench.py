@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from boundmem.bench.challenge import ChallengeConfig, run_challenge
-from boundmem.bench.challenge_data import (KINDS, SPLITS, STYLES, ChallengeDataError, available_sets, default_data_dir,
+from boundmem_bench.challenge import ChallengeConfig, run_challenge
+from boundmem_bench.challenge_sets import (KINDS, SPLITS, STYLES, ChallengeDataError, available_sets, default_data_dir,
                                            load_file, load_set, load_slurp)
-from boundmem.bench.challenge_metrics import (Pref, attribute_correct, pair_detail, score_conversation, slurp_summary,
+from boundmem_bench.challenge_metrics import (Pref, attribute_correct, pair_detail, score_conversation, slurp_summary,
                                               split_polarity, summarise)
 from boundmem.schema.load import builtin_schema
 
@@ -326,7 +326,7 @@ def test_split_option_runs_one_split(tmp_path):
 
 
 def test_cli(tmp_path):
-    from boundmem.cli import _mount, app
+    from boundmem.cli.root import _mount, app
 
     _mount()
     runner = CliRunner()

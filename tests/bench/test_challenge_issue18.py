@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from boundmem.bench.challenge import ChallengeConfig, ingest, run_challenge
-from boundmem.bench.challenge_data import ChallengeDataError, load_file, load_set
-from boundmem.bench.challenge_metrics import (Pref, exact, fabricated, final_state_right, fragment,
+from boundmem_bench.challenge import ChallengeConfig, ingest, run_challenge
+from boundmem_bench.challenge_sets import ChallengeDataError, load_file, load_set
+from boundmem_bench.challenge_metrics import (Pref, exact, fabricated, final_state_right, fragment,
                                               observations_right, polarity_flips, said, score_case,
                                               summarise_issue18)
 from boundmem.models import Conversation, Turn

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from boundmem.bench.gvd_data import GVDDataError, load_gvd
-from boundmem.bench.gvd_metrics import keyword_score, score_answer, score_retrieval
+from boundmem_bench.gvd_data import GVDDataError, load_gvd
+from boundmem_bench.gvd_metrics import keyword_score, score_answer, score_retrieval
 from boundmem.caim.base import MemoryItem, RetrievalResult
-from boundmem.bench.gvd_data import GoldAnnotation
+from boundmem_bench.gvd_data import GoldAnnotation
 
 
 # --- loader -------------------------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ def test_polarity_and_abstention_by_hand():
 
 # --- harness ------------------------------------------------------------------------------------------------
 def test_harness_writes_report_for_two_users(shared_data, tmp_path, hash_embedder):
-    from boundmem.bench.gvd import NO_LLM_MODE, run_gvd
+    from boundmem_bench.gvd import NO_LLM_MODE, run_gvd
 
     out = tmp_path / "out"
     res = run_gvd(shared_data / "gvd", None, out, ["memorybank", "memorybank-forget", "tim"], k=3,
@@ -159,7 +159,7 @@ def test_harness_writes_report_for_two_users(shared_data, tmp_path, hash_embedde
 def test_cli_rejects_unknown_system(shared_data, tmp_path):
     from typer.testing import CliRunner
 
-    from boundmem.bench.cli import app
+    from boundmem_bench.cli import app
 
     r = CliRunner().invoke(app, ["gvd", "--data", str(shared_data / "gvd"), "--out", str(tmp_path),
                                  "--systems", "memorybank,nope", "--embedder", "hash", "--quiet"])
@@ -168,7 +168,7 @@ def test_cli_rejects_unknown_system(shared_data, tmp_path):
 
 def test_llm_answer_path_is_scored_with_polarity(shared_data):
     """The answer prompt goes through the real client to a scripted server; its reply is what gets scored."""
-    from boundmem.bench.gvd_eval import evaluate_question
+    from boundmem_bench.gvd_eval import evaluate_question
     from boundmem.caim.baselines import MemoryBank
     from boundmem.llm.client import LLMClient
     from boundmem.embed import HashEmbedder
@@ -191,7 +191,7 @@ def test_llm_answer_path_is_scored_with_polarity(shared_data):
 
 
 def test_harness_runs_caim_and_its_ablations(shared_data, tmp_path, hash_embedder):
-    from boundmem.bench.gvd import run_gvd
+    from boundmem_bench.gvd import run_gvd
 
     res = run_gvd(shared_data / "gvd", None, tmp_path, ["caim", "caim-nocontroller", "caim-nofilter"], k=5,
                   embedder=hash_embedder, users=["Emily"], show_progress=False, strict=True)
@@ -206,7 +206,7 @@ def test_harness_runs_caim_and_its_ablations(shared_data, tmp_path, hash_embedde
 
 # --- cross-validation and the requests sub-report ---------------------------------------------------------------
 def test_cv_splitter_never_tunes_on_a_folds_test_users():
-    from boundmem.bench.gvd_cv import leave_users_out_folds
+    from boundmem_bench.gvd_cv import leave_users_out_folds
 
     users = [f"u{i}" for i in range(10)]
     folds = leave_users_out_folds(users, 5, seed=3)
@@ -223,7 +223,7 @@ def test_cv_choice_uses_only_training_users(monkeypatch):
     """_choose sees the training users' questions only: a setting perfect on the test user alone is not picked."""
     import numpy as np
 
-    from boundmem.bench import gvd_cv
+    from boundmem_bench import gvd_cv
 
     t = gvd_cv._Table(settings=[{"s": 0}, {"s": 1}], hit=np.array([[1, 1, 0], [0, 0, 1]], float),
                       rr=np.array([[1, 1, 0], [0, 0, 1]], float), n_items=np.ones((2, 3)), nears=[0.3],
@@ -237,8 +237,8 @@ def test_cv_choice_uses_only_training_users(monkeypatch):
 
 def test_cv_table_equals_the_real_retrieve_path(shared_data, hash_embedder):
     """A setting's per-question hits in the CV table are what CAIM.retrieve with that setting scores in the bench."""
-    from boundmem.bench import gvd_cv
-    from boundmem.bench.gvd_eval import evaluate_question
+    from boundmem_bench import gvd_cv
+    from boundmem_bench.gvd_eval import evaluate_question
     from boundmem.caim.retrieval import RetrievalParams
     from boundmem.caim.system import CAIM
 
@@ -262,8 +262,8 @@ def test_cv_table_equals_the_real_retrieve_path(shared_data, hash_embedder):
 
 
 def test_cli_cv_and_requests_report(shared_data, tmp_path, hash_embedder, monkeypatch):
-    from boundmem.bench import gvd_cv
-    from boundmem.bench.gvd import run_gvd
+    from boundmem_bench import gvd_cv
+    from boundmem_bench.gvd import run_gvd
 
     monkeypatch.setattr(gvd_cv, "Grid", _small_grid)
     req = Path(__file__).resolve().parents[1] / "caim" / "data" / "pref_requests.jsonl"
@@ -283,7 +283,7 @@ def test_cli_cv_and_requests_report(shared_data, tmp_path, hash_embedder, monkey
         assert needle in report
 
 
-from boundmem.bench.gvd_cv import Grid as RealGrid  # noqa: E402  (the test above replaces gvd_cv.Grid)
+from boundmem_bench.gvd_cv import Grid as RealGrid  # noqa: E402  (the test above replaces gvd_cv.Grid)
 
 
 def _small_grid(**kw):
@@ -296,7 +296,7 @@ def _small_grid(**kw):
 def test_controller_retrieves_for_preference_requests(hash_embedder):
     """Each request of the 30-case fixture (food, travel, music, shopping, fitness) is asked by a fresh user who said
     the statement among distractors: the controller must retrieve, and the statement must be in the top 5."""
-    from boundmem.bench.gvd_requests import run_requests
+    from boundmem_bench.gvd_requests import run_requests
 
     req = Path(__file__).resolve().parents[1] / "caim" / "data" / "pref_requests.jsonl"
     r = run_requests(req, hash_embedder, k=5)
@@ -308,7 +308,7 @@ def test_controller_retrieves_for_preference_requests(hash_embedder):
 
 def test_controller_retrieves_for_the_challenge_travel_requests(hash_embedder):
     """The travel challenge set (written by someone else), when present: the controller retrieves for >= 90 %."""
-    from boundmem.bench.gvd_requests import DEFAULT_FILE, run_requests
+    from boundmem_bench.gvd_requests import DEFAULT_FILE, run_requests
 
     if not DEFAULT_FILE.exists():
         pytest.skip("challenge_data/travel-requests.jsonl not there")

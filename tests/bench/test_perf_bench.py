@@ -5,7 +5,7 @@ import json
 
 from typer.testing import CliRunner
 
-from boundmem.cli import app, _mount
+from boundmem.cli.root import app, _mount
 
 
 def test_perf_harness_store_only(tmp_path):
@@ -23,7 +23,7 @@ def test_perf_harness_store_only(tmp_path):
 
 
 def test_perf_harness_measures_both_backends_on_real_conversations(tmp_path, shared_data, minilm, minilm_torch):
-    from boundmem.bench.perf import backends
+    from boundmem_bench.perf import backends
 
     assert {"onnx", "torch"} <= set(backends())   # the dev install has both (and the int8 file); each is measured
     _mount()

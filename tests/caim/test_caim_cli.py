@@ -5,7 +5,7 @@ import sys
 
 from typer.testing import CliRunner
 
-from boundmem.caim.cli import app
+from boundmem.cli.caim import app
 
 run = CliRunner().invoke
 

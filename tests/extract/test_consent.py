@@ -101,7 +101,7 @@ def test_no_false_consent_on_carmem_slurp_and_the_challenge_sets(shared_data, sc
     slurp = shared_data / "slurp" / "devel.jsonl"
     if slurp.exists():
         texts.extend(json.loads(line)["sentence"] for line in open(slurp))
-    from boundmem.bench import challenge_data
+    from boundmem_bench import challenge_sets as challenge_data
 
     for f in glob.glob(str(challenge_data.__file__).rsplit("/", 1)[0] + "/challenge_data/*.jsonl"):
         for line in open(f):

@@ -143,9 +143,9 @@ def test_training_reads_no_test_user_and_no_held_out_slurp(shared_data):
     import json
     from pathlib import Path
 
-    from boundmem.extract import lasting_training as lt
+    from boundmem_bench.train import lasting as lt
 
-    challenge = Path(lt.__file__).parents[1] / "bench" / "challenge_data"
+    challenge = Path(lt.__file__).parents[1] / "challenge_data"
     items = lt.training_items(shared_data / "carmem" / "dataset.jsonl", shared_data / "slurp" / "devel.jsonl", challenge)
     texts = {t for t, _, _ in items}
     lines = (shared_data / "carmem" / "dataset.jsonl").read_text().splitlines()

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from boundmem.extract.gate_training import gate_sentences
+from boundmem_bench.train.gate import gate_sentences
 from boundmem.extract.head import bundled_head
 from boundmem.extract.local import LocalExtractor, _Scored
 from boundmem.extract.phrasing import states_preference

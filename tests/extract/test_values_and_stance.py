@@ -84,7 +84,7 @@ def test_the_closed_value_model_implies_only_when_sure(minilm):
 
 
 def test_the_closed_value_trainer_never_reads_the_test_users(tmp_path):
-    from boundmem.extract.closed_values_training import carmem_examples
+    from boundmem_bench.train.closed_values import carmem_examples
 
     with pytest.raises(ValueError, match="51-100"):
         carmem_examples(tmp_path / "none.jsonl", SCHEMA, [0, 1])

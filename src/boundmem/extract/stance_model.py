@@ -3,7 +3,7 @@
 The cue patterns of `stance.py` catch the phrasings someone thought of; "Heavy metal gives me a
 headache" or "Self-checkouts are the bane of my life" need no negation word to turn against their
 object. So where a clause carries one value, this model decides its polarity: a logistic regression
-over [cue flags, embedding] (`stance_training.py`: the multi-domain corpus's and the challenge set's
+over [cue flags, embedding] (`boundmem_bench/train/stance.py`: the multi-domain corpus's and the challenge set's
 train splits, SLURP devel's train part). The cues stay, as features and for what they decide alone:
 the scope of a negation when a clause holds several values, "don't mind", an avoidance category.
 """

@@ -6,7 +6,7 @@ features that cost about 0.2 ms a turn: hashed word uni/bigrams and character n-
 preference-cue flag (`states_preference`) and the head's vocabulary hits (as the head sees
 them, and with every common word counted, since bare commands naming a topic word are what
 the head most often picks without a cue). It is distilled from the head itself (label: the
-full extractor lets this turn count, see `gate_training.py`) and its threshold keeps 99.5% of
+full extractor lets this turn count, see `boundmem_bench/train/gate.py`) and its threshold keeps 99.5% of
 the turns the full extractor picks, so what it rejects is almost only turns the head would
 have ignored anyway. It cannot be much tighter: the head also picks many bare commands
 ("Play news radio"), which n-grams tell apart from one-off requests only roughly.

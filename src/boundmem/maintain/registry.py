@@ -17,7 +17,7 @@ def make_maintainer(name: str, settings: Settings, embedder: Optional[Embedder])
 
 @MAINTAINERS.register("local", "offline: attribute identity, the extractor's polarity compared")
 def _local(settings: Settings, embedder: Optional[Embedder]) -> Maintainer:
-    from .local import LocalMaintainer
+    from .rules import LocalMaintainer
 
     return LocalMaintainer(embedder)
 

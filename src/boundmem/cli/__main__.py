@@ -1,0 +1,3 @@
+from .root import main
+
+main()

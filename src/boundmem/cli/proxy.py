@@ -1,0 +1,64 @@
+"""`boundmem proxy --upstream URL`: an OpenAI-compatible /v1/chat/completions that recalls the user's memory into the
+system message, forwards to the upstream model server and learns from the exchange in the background."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .options import DB, EMBEDDER, EXTRACTOR, MAINTAINER, SCHEMA, ErrorExitGroup, cli_default
+from ..config import secret_from
+from .serve import (BURST, KEYS, MAX_BODY, MAX_TOTAL_CHARS, MAX_TURN_CHARS, MAX_TURNS, RATE, SECRET, STATE,
+                           USER_RATE, _fail, _issuer, _limits, _listen, _load_keys, _memory_factory, _throttle)
+
+app = typer.Typer(help=__doc__, add_completion=False, invoke_without_command=True, cls=ErrorExitGroup)
+
+
+@app.callback()
+def proxy(upstream: str = typer.Option(None, "--upstream", callback=cli_default("service.upstream_url"), show_default=False,
+                                       help="The model server's OpenAI base URL, e.g. http://127.0.0.1:11434/v1 "
+                                            "(env BOUNDMEM_UPSTREAM_URL)."),
+          upstream_key_env: str = typer.Option("BOUNDMEM_UPSTREAM_API_KEY", "--upstream-key-env",
+                                               help="Name of the environment variable holding the upstream's API key "
+                                                    "(never on the command line)."),
+          db: str = DB, schema: Optional[Path] = SCHEMA,
+          keys: Optional[Path] = KEYS,
+          host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8001, "--port"),
+          k: int = typer.Option(5, "--k", min=1, max=50, help="Preferences recalled into the system message."),
+          timeout: float = typer.Option(120.0, "--timeout", min=1.0, help="Seconds to wait for the upstream."),
+          extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER,
+          token_secret: Optional[Path] = SECRET, token_state: Optional[Path] = STATE,
+          max_body: int = MAX_BODY,
+          max_turns: int = MAX_TURNS, max_turn_chars: int = MAX_TURN_CHARS, max_total_chars: int = MAX_TOTAL_CHARS,
+          rate: float = RATE, burst: Optional[int] = BURST, user_rate: float = USER_RATE,
+          forward_user: bool = typer.Option(False, "--forward-user/--no-forward-user",
+                                            help="Send the request's `user` field on to the upstream (default: "
+                                                 "removed, the end user's id stays here).")):
+    """Serve the memory proxy (point any OpenAI SDK's base_url at http://HOST:PORT/v1)."""
+    if not upstream:
+        _fail("--upstream is required: the OpenAI-compatible base URL of the model server")
+    ring = _load_keys(keys)
+    from ..proxy.app import create_proxy
+
+    factory = _memory_factory(db, schema, extractor, maintainer, embedder)
+    sock = _listen(host, port)   # as serve: a taken port is one clear error before the models load (exit 1)
+    port = sock.getsockname()[1]
+    try:
+        typer.echo("loading models ...", err=True)
+        mem = factory()
+        mem.warm()
+        import uvicorn
+
+        typer.echo(f"boundmem proxy for {upstream} on http://{host}:{port}/v1 ({len(ring.tenants)} tenant(s))", err=True)
+        proxy_app = create_proxy(mem, ring, upstream, upstream_key=secret_from(upstream_key_env), k=k,
+                                 tokens=_issuer(token_secret, token_state), timeout=timeout, max_body_bytes=max_body,
+                                 rate_limit=_throttle(rate, burst, user_rate),
+                                 limits=_limits(max_turns, max_turn_chars, max_total_chars), forward_user=forward_user)
+        from ..service.accesslog import install
+
+        config = uvicorn.Config(proxy_app, host=host, port=port, log_level="info")
+        install()
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
