@@ -12,7 +12,7 @@ import pytest
 
 
 def _endpoint():
-    from boundmem.llm import llama_server
+    from boundmem.llm import llama_server as local
 
     url = os.environ.get("BOUNDMEM_REAL_LLM_URL")
     model = os.environ.get("BOUNDMEM_REAL_LLM_MODEL", local.DEFAULT_MODEL)
