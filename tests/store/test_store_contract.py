@@ -186,7 +186,9 @@ def test_vectors_are_unit_norm_and_aligned_with_preferences(store):
     assert mat.shape == (5, DIM)
     assert [p.attribute for p in prefs] == ["a0", "a1", "a2", "a3", "a4"]
     for p, row in zip(prefs, mat):
-        np.testing.assert_allclose(row, written[p.attribute], atol=1e-6)
+        # SQLite keeps float16 (half the row): a component of a unit vector is off by at most ~2.5e-4 there
+        np.testing.assert_allclose(row, written[p.attribute], atol=5e-4)
+        assert abs(float(np.linalg.norm(row)) - 1.0) < 1e-3
     assert store.vectors("nobody")[0] == []
 
 

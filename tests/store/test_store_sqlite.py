@@ -137,3 +137,39 @@ def test_a_file_from_before_the_audit_chain_is_migrated(tmp_path):
     names = {r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master")}
     assert not {"audit_v1", "opt_outs_v1", "audit_user"} & names
     s.close()
+
+
+def test_a_file_from_before_the_clustered_layout_keeps_its_order_vectors_and_search(tmp_path):
+    """A rowid table of float32 vectors (written by the release before) is rewritten on open: each user's rows in
+    their old order (created_at, then insertion for same-microsecond rows), vectors as float16, search unchanged."""
+    db = tmp_path / "rowid.db"
+    SQLiteStore(db).close()
+    con = sqlite3.connect(db)
+    con.execute("DROP TABLE preferences")
+    con.execute("""CREATE TABLE preferences (id TEXT PRIMARY KEY, user TEXT NOT NULL, main TEXT NOT NULL, sub TEXT NOT NULL,
+      detail TEXT NOT NULL, attribute TEXT NOT NULL, sentence TEXT NOT NULL, conversation_id TEXT, created_at TEXT NOT NULL,
+      updated_at TEXT NOT NULL, embedding BLOB NOT NULL, polarity TEXT NOT NULL DEFAULT 'like')""")
+    rng = np.random.default_rng(3)
+    vecs = {}
+    same = "2026-01-01T10:00:00.000001+00:00"
+    for i, (user, pid) in enumerate([("u", "z9"), ("v", "v1"), ("u", "a1"), ("u", "m5")]):  # ids out of order
+        v = rng.normal(size=4).astype(np.float32)
+        vecs[pid] = v / np.linalg.norm(v)
+        con.execute("INSERT INTO preferences VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (pid, user, "entertainment", "music", "genre", f"g{pid}", "s", None, same, same,
+                     vecs[pid].tobytes(), "like"))
+    con.execute("INSERT INTO meta(key, value) VALUES ('embedding_dim', '4')")
+    con.commit()
+    con.close()
+
+    s = SQLiteStore(db)
+    assert [p.id for p in s.preferences("u")] == ["z9", "a1", "m5"] and [p.id for p in s.preferences("v")] == ["v1"]
+    prefs, mat = s.vectors("u")
+    for p, row in zip(prefs, mat):
+        np.testing.assert_allclose(row, vecs[p.id], atol=5e-4)
+    assert s.search("u", vecs["a1"], 1)[0][0].id == "a1"
+    add(s, "u", "rock")
+    assert [p.attribute for p in s.preferences("u")][-1] == "rock"
+    keys = [k for (k,) in sqlite3.connect(db).execute("SELECT key FROM preferences WHERE user='u' ORDER BY key")]
+    assert keys == list(range(keys[0], keys[0] + 4))  # one user's rows side by side, in their order
+    s.close()

@@ -209,6 +209,7 @@ class Dialect:
     json: Callable[[Any], Any]            # a JSON value as the driver stores it
     vector: Callable[[np.ndarray], Any]   # a unit vector as the driver stores it
     loads: Callable[[Any], Any]           # a stored JSON value (or NULL) back to Python
+    next_key: Optional[Callable[[Any, str], int]] = None  # a row's clustered key (SQLite), from (connection, user)
 
     @property
     def cols(self) -> str:
@@ -315,9 +316,13 @@ class SqlTx:
         vec = self._vector(embedding)
         now = self.d.now()
         pid = uuid.uuid4().hex
-        self._q("INSERT INTO preferences({cols}, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (pid, self.user, path.main, path.sub, path.detail, attribute, sentence, conversation_id, now, now,
-                 polarity, vec))
+        row = (pid, self.user, path.main, path.sub, path.detail, attribute, sentence, conversation_id, now, now,
+               polarity, vec)
+        if self.d.next_key is not None:
+            self._q("INSERT INTO preferences({cols}, embedding, key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (*row, self.d.next_key(self.con, self.user)))
+        else:
+            self._q("INSERT INTO preferences({cols}, embedding) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", row)
         p = self._get(pid)
         self._audit("insert", pid, None, public(p), cause, str(path),
                     "learned from a conversation" if conversation_id else "stored on request")

@@ -17,7 +17,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -29,14 +29,23 @@ from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, chai
 
 log = logging.getLogger(__name__)
 
+# Clustered by user: the rowid (`key`) is the user's block (2^16 keys, a fresh block for a user's first row) plus
+# the row's number in it, so a user's rows sit together in the table's b-tree and a recall reads a few neighbouring
+# pages however many users the file holds, not one page per preference scattered by insertion time (a rowid table,
+# not WITHOUT ROWID: its rows of ~1 kB stay on their page, where an index b-tree would spill them to overflow pages).
+# Vectors are float16 (half the row; a unit vector's cosines move by ~1e-3, below the gaps that order a user's rows).
+_PREFERENCES = """CREATE TABLE IF NOT EXISTS {name} (
+      key INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, user TEXT NOT NULL, main TEXT NOT NULL, sub TEXT NOT NULL,
+      detail TEXT NOT NULL, attribute TEXT NOT NULL, sentence TEXT NOT NULL, conversation_id TEXT,
+      created_at TEXT NOT NULL, updated_at TEXT NOT NULL, embedding BLOB NOT NULL,
+      polarity TEXT NOT NULL DEFAULT 'like')"""
+BLOCK = 1 << 16  # keys per user block
+VECTOR = np.float16
+
 _DDL = [
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, created_at TEXT NOT NULL, forgotten_at TEXT)",
-    """CREATE TABLE IF NOT EXISTS preferences (
-      id TEXT PRIMARY KEY, user TEXT NOT NULL, main TEXT NOT NULL, sub TEXT NOT NULL, detail TEXT NOT NULL,
-      attribute TEXT NOT NULL, sentence TEXT NOT NULL, conversation_id TEXT,
-      created_at TEXT NOT NULL, updated_at TEXT NOT NULL, embedding BLOB NOT NULL,
-      polarity TEXT NOT NULL DEFAULT 'like')""",
+    _PREFERENCES.format(name="preferences"),
     "CREATE INDEX IF NOT EXISTS preferences_user ON preferences(user, main, sub, detail)",
     """CREATE TABLE IF NOT EXISTS observations (
       id TEXT PRIMARY KEY, user TEXT NOT NULL, main TEXT NOT NULL, sub TEXT NOT NULL, detail TEXT NOT NULL,
@@ -67,13 +76,43 @@ _LEGACY = [
 ]
 
 _COLS = "id, user, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at, polarity"
-# created_at alone ties when two rows land in the same microsecond; rowid keeps insertion order
-_ORDER = "ORDER BY created_at, rowid"
+_ORDER = "ORDER BY key"  # insertion order, also when two rows land in the same microsecond
 
 
-DIALECT = Dialect(param="?", user_col="user", order=_ORDER, stored_dim="length(embedding) / 4", distinct="IS NOT",
-                  now=lambda: utcnow().isoformat(), json=json.dumps, vector=lambda v: v.tobytes(),
-                  loads=lambda v: json.loads(v) if v is not None else None)
+def next_key(con: Any, user: str) -> int:
+    """The key of a user's next row: after their last one in their block, or the first of a fresh block."""
+    last = con.execute("SELECT max(key) FROM preferences WHERE user=?", (user,)).fetchone()[0]
+    if last is not None and (last + 1) % BLOCK:
+        return last + 1
+    top = con.execute("SELECT max(key) FROM preferences").fetchone()[0]
+    return ((top or 0) // BLOCK + 1) * BLOCK
+
+
+def _cluster_preferences(con: sqlite3.Connection) -> None:
+    """Rewrite a file's preferences table (rows in insertion order, float32 vectors) into the clustered layout,
+    inside the transaction that opens the store: each user's rows in their old order, vectors as float16. The old
+    table's pages are zeroed as it is dropped (secure_delete)."""
+    con.execute(_PREFERENCES.format(name="preferences_v2"))
+    rows = con.execute("SELECT user, id, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at, "
+                       "embedding, polarity FROM preferences ORDER BY user, created_at, rowid").fetchall()
+    block, n, user = 0, 0, None
+    for r in rows:
+        if r[0] != user or (n + 1) % BLOCK == 0:
+            block, n, user = block + 1, 0, r[0]
+        n += 1
+        vec = np.frombuffer(r[10], dtype=np.float32).astype(VECTOR).tobytes()
+        con.execute("INSERT INTO preferences_v2(key, user, id, main, sub, detail, attribute, sentence, conversation_id, "
+                    "created_at, updated_at, embedding, polarity) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (block * BLOCK + n, *r[:10], vec, r[11]))
+    con.execute("DROP TABLE preferences")
+    con.execute("ALTER TABLE preferences_v2 RENAME TO preferences")
+    con.execute("CREATE INDEX IF NOT EXISTS preferences_user ON preferences(user, main, sub, detail)")
+
+
+DIALECT = Dialect(param="?", user_col="user", order=_ORDER, stored_dim="length(embedding) / 2", distinct="IS NOT",
+                  now=lambda: utcnow().isoformat(), json=json.dumps, vector=lambda v: v.astype(VECTOR).tobytes(),
+                  loads=lambda v: json.loads(v) if v is not None else None,
+                  next_key=next_key)
 
 
 class SQLiteStore(SingleWrites):
@@ -112,6 +151,8 @@ class SQLiteStore(SingleWrites):
             if cols and "polarity" not in cols:  # written before polarity was data
                 con.execute("ALTER TABLE preferences ADD COLUMN polarity TEXT NOT NULL DEFAULT 'like'")
                 con.execute(POLARITY_MIGRATION)
+            if cols and "key" not in cols:  # written before the clustered layout
+                _cluster_preferences(con)
             self.keys = load_keys(con, DIALECT)
             if legacy:
                 migrate_legacy(con, DIALECT, self.keys, "user")
@@ -228,7 +269,7 @@ class SQLiteStore(SingleWrites):
         with self._use() as con:
             rows = con.execute(f"SELECT {_COLS}, embedding FROM preferences WHERE user=? {_ORDER}", (user,)).fetchall()
         prefs = [row_to_pref(r) for r in rows]
-        return prefs, stack(user, [np.frombuffer(r[11], dtype=np.float32) for r in rows])
+        return prefs, stack(user, [np.frombuffer(r[11], dtype=VECTOR) for r in rows])
 
     def observations(self, user: str, prefix: Optional[str] = None) -> list[Observation]:
         with self._use() as con:
