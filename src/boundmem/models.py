@@ -1,7 +1,7 @@
 """The typed objects that cross boundmem's boundaries (library API, store, CLI, HTTP)."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -115,7 +115,8 @@ class AuditEntry(BaseModel):
 
     seq: int
     user: str
-    op: Literal["insert", "update", "delete", "pass", "opt_out", "opt_in", "forget", "observe", "promote", "dismiss"]
+    op: Literal["insert", "update", "delete", "pass", "opt_out", "opt_in", "forget", "observe", "promote", "dismiss",
+                "episode", "episode_update", "episode_delete", "episode_opt_out", "episode_opt_in"]
     preference_id: Optional[str] = None
     before: Optional[dict[str, Any]] = None
     after: Optional[dict[str, Any]] = None
@@ -126,6 +127,31 @@ class AuditEntry(BaseModel):
     content_hash: Optional[str] = None
     prev_hash: Optional[str] = None
     hash: Optional[str] = None
+
+
+Term = Literal["short", "long"]
+"""An episode's place: `short` while its session is open (not yet reviewed against long-term memory), `long` once
+post-thinking merged it into long-term memory (duplicates folded, contradicted thoughts replaced)."""
+
+
+class Episode(BaseModel):
+    """An episodic memory: one inductive thought post-thinking drew from a conversation ("AI recommended the
+    restaurant Green Leaf to the user"), filed under tags of the operator's ontology ("Category/Subcategory/attr"),
+    dated by the day it happened and traced to the turns it came from. Erasable, exportable and audited like a
+    preference; only kept under tags the operator allows and the user did not opt out of."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    user: str
+    text: str
+    tags: tuple[str, ...]
+    day: date
+    term: Term = "long"
+    source_turn_ids: tuple[str, ...] = ()
+    conversation_id: Optional[str] = None
+    created_at: datetime
+    updated_at: datetime
 
 
 class RecallHit(BaseModel):
@@ -193,6 +219,8 @@ class UserExport(BaseModel):
     preferences: list[Preference]
     audit: list[AuditEntry]
     observations: list[Observation] = Field(default_factory=list, description="One-off choices held as observations.")
+    episodes: list[Episode] = Field(default_factory=list, description="Episodic memories (dated thoughts).")
+    episode_opt_outs: list[str] = Field(default_factory=list, description="The episodic tags the user opted out of.")
     consents: list[ConsentRecord] = Field(default_factory=list, description="Each opt-out's consent record "
                                           "(derived from the opt-outs and the audit log when not given).")
 

@@ -291,3 +291,62 @@ def test_forget_leaves_no_trace_of_observations_or_the_user_id(observed, marker)
     mem.forget(user)
     assert mem.observations(user) == []
     assert_gone(db, mem, marker, user)
+
+
+# --- episodic memory (issue 20): every erasure route covers episodes too ------------------------------
+FOOD_TAG, TRIP_TAG = "Preferences/Food/restaurant", "Activities/Travel/trip"
+
+
+@pytest.fixture()
+def episodic(tmp_path, marker):
+    """A store whose only copies of the marker are episodes (text, conversation id, their audit entries, a revision),
+    beside a preference and another user's episode; plus an idle connection."""
+    import numpy as np
+
+    db = tmp_path / "e.db"
+    s = SQLiteStore(db)
+    user = f"user-{uuid.uuid4().hex[:12]}"
+    with s.transaction(user) as tx:
+        tx.insert(CUISINE, "Thai", "I always eat Thai", np.ones(8), "c1", "insert")
+        a = tx.add_episode(f"AI recommended the restaurant {marker} Grill to the user.", (FOOD_TAG,), date(2024, 5, 7),
+                           np.ones(8), f"post-thinking of conv-{marker}", conversation_id=f"conv-{marker}")
+        tx.revise_episode(a.id, "session ended", "moved into long-term memory", term="long")
+        tx.add_episode(f"User hiked {marker} Peak on the trip.", (TRIP_TAG, FOOD_TAG), date(2024, 5, 8), np.ones(8),
+                       "post-thinking", conversation_id="c2")
+    with s.transaction("someone-else") as tx:
+        tx.add_episode("User likes tea.", (FOOD_TAG,), date(2024, 5, 7), np.ones(8), "post-thinking")
+    idle = sqlite3.connect(db)
+    idle.execute("SELECT count(*) FROM episodes").fetchone()
+    assert found(raw_hits(db, marker)), "the marker must be on disk before the erasure, or the test proves nothing"
+    yield db, s, user
+    idle.close()
+    s.close()
+
+
+def assert_store_clean(db: Path, s: SQLiteStore, user: str, *needles: str) -> None:
+    assert s.episodes(user) == [] and [e.text for e in s.episodes("someone-else")] == ["User likes tea."]
+    assert needles[0] not in s.export(user).model_dump_json()   # the marker (the export names the user it is for)
+    assert s.verify_audit().ok
+    assert found(raw_hits(db, *needles)) == {}, "erased content still on disk (store open)"
+    s.close()
+    assert found(raw_hits(db, *needles)) == {}, "erased content still on disk (store closed)"
+
+
+def test_deleting_episodes_leaves_no_trace_of_them(episodic, marker):
+    db, s, user = episodic
+    for e in s.episodes(user):
+        s.delete_episode(user, e.id, cause="deleted by user")
+    assert [p.attribute for p in s.preferences(user)] == ["Thai"]
+    assert_store_clean(db, s, user, marker)
+
+
+def test_an_episodic_opt_out_purge_leaves_no_trace_of_what_it_purged(episodic, marker):
+    db, s, user = episodic
+    assert len(s.episode_opt_out(user, "Preferences/Food", cause="user opted out")) == 2
+    assert_store_clean(db, s, user, marker)
+
+
+def test_forget_leaves_no_trace_of_episodes_or_the_user_id(episodic, marker):
+    db, s, user = episodic
+    s.forget(user, cause="forget")
+    assert_store_clean(db, s, user, marker, user)

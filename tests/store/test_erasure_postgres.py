@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,8 @@ from boundmem.store.postgres import PostgresStore  # noqa: E402
 
 CUISINE = CategoryPath(main="poi", sub="restaurant", detail="cuisine")
 MUSIC = CategoryPath(main="entertainment", sub="music", detail="genre")
-TABLES = ("users", "preferences", "observations", "opt_outs", "audit", "meta")
+FOOD_TAG, TRIP_TAG = "Preferences/Food/restaurant", "Activities/Travel/trip"
+TABLES = ("users", "preferences", "observations", "opt_outs", "audit", "meta", "episodes", "episode_opt_outs")
 
 
 def rows_with(url: str, needle: str) -> dict[str, int]:
@@ -29,6 +31,9 @@ def rows_with(url: str, needle: str) -> dict[str, int]:
 def fill(store, user, marker):
     with store.transaction(user) as tx:
         p = tx.insert(CUISINE, f"{marker}-food", f"I love {marker}-food", np.ones(8), f"conv-{marker}", f"insert {marker}")
+        ep = tx.add_episode(f"AI recommended {marker} Grill.", (FOOD_TAG,), date(2024, 5, 7), np.ones(8),
+                            f"post-thinking of conv-{marker}", conversation_id=f"conv-{marker}")
+        tx.revise_episode(ep.id, "session ended", "moved into long-term memory", term="long")
         tx.note("pass", f"pass {marker}", p.id, {"sentence": f"{marker}-food again"})
         tx.replace(p.id, f"{marker}-dish", f"{marker}-dish now", np.ones(8), "c2", "update")
         tx.insert(MUSIC, "jazz", "jazz please", np.ones(8), "c3", "insert")
@@ -67,6 +72,9 @@ def test_delete_and_opt_out_purge_leave_no_row_with_the_content(pg_url, marker):
     s = PostgresStore(pg_url)
     p = fill(s, "u", marker)
     s.delete("u", p.id, cause="deleted by user")
+    assert rows_with(pg_url, marker)   # the episode still says it
+    (ep,) = s.episodes("u")
+    s.delete_episode("u", ep.id, cause="deleted by user")
     assert rows_with(pg_url, marker) == {}
     with s.transaction("u") as tx:
         tx.insert(MUSIC, f"{marker}-band", f"{marker}-band rocks", np.ones(8), "c4", "insert")
@@ -173,4 +181,20 @@ def test_vacuum_full_after_forget_leaves_no_byte_of_a_queued_or_finished_job(pg_
         s.forget(user, cause="forget")
         assert raw_hits() == {} and s.last_vacuum_error is None
     q.close()
+    s.close()
+
+
+def test_deleting_and_opting_out_of_episodes_leave_no_row_with_their_content(pg_url, marker):
+    s = PostgresStore(pg_url)
+    fill(s, "someone-else", "other")
+    with s.transaction("u") as tx:
+        a = tx.add_episode(f"User hiked {marker} Peak.", (TRIP_TAG,), date(2024, 5, 8), np.ones(8), "post-thinking",
+                           conversation_id=f"conv-{marker}")
+        tx.add_episode(f"AI suggested {marker} Grill.", (FOOD_TAG,), date(2024, 5, 8), np.ones(8), "post-thinking")
+    assert rows_with(pg_url, marker)
+    s.delete_episode("u", a.id, cause="deleted by user")
+    assert rows_with(pg_url, marker)   # the other one is still held
+    assert len(s.episode_opt_out("u", "Preferences", cause="opt-out")) == 1
+    assert rows_with(pg_url, marker) == {} and s.episodes("u") == [] and s.verify_audit().ok
+    assert [e.text for e in s.episodes("someone-else")] == ["AI recommended other Grill."]
     s.close()

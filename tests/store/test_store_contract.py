@@ -411,7 +411,7 @@ def test_forget_erases_content_and_records_the_erasure(store):
     assert ex.audit == [] == store.audit("u")   # the forgotten chain is closed: nothing of it is shown by the id
     log = closed_chain(store, "u")
     assert log[-1].op == "forget" and log[-1].cause == "user asked to be forgotten"
-    assert log[-1].after == {"preferences_erased": 1}
+    assert log[-1].after == {"preferences_erased": 1, "episodes_erased": 0}
     # the history's shape survives (what happened, when), not its content
     assert [a.op for a in log[:-1]] == ["insert", "update", "pass", "opt_out"]
     assert all(a.before is None and a.after is None and a.cause == "erased" for a in log[:-1])
@@ -449,7 +449,7 @@ def test_a_recycled_user_id_never_sees_the_forgotten_users_audit_trail(store):
 
 def test_forget_unknown_user_records_erasure_of_nothing(store):
     assert store.forget("ghost", cause="x") == 0
-    assert [(a.op, a.after) for a in closed_chain(store, "ghost")] == [("forget", {"preferences_erased": 0})]
+    assert [(a.op, a.after) for a in closed_chain(store, "ghost")] == [("forget", {"preferences_erased": 0, "episodes_erased": 0})]
     assert store.audit("ghost") == [] and store.verify_audit("ghost").entries == 1
 
 

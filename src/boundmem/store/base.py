@@ -15,13 +15,13 @@ import re
 import sqlite3
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Optional, Protocol, runtime_checkable
+from datetime import date, datetime
+from typing import Optional, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from ..errors import ConflictError, InputError, NotFoundError, StoreError  # NotFoundError, StoreError: also importable from here, as before
-from ..models import AuditEntry, Observation, Polarity, Preference, UserExport
+from ..models import AuditEntry, Episode, Observation, Polarity, Preference, Term, UserExport
 from ..schema.model import CategoryPath
 
 
@@ -121,6 +121,31 @@ class StoreTx(Protocol):
     def opt_outs(self) -> list[str]:
         """The user's opt-outs in force inside this transaction, including those made in it."""
 
+    # episodic memory (store/sql_episodes.py): dated thoughts under the operator's ontology tags
+    def episodes(self, term: Optional[Term] = None) -> list[Episode]: ...
+
+    def episode(self, episode_id: str) -> Episode:
+        """NotFoundError if the user holds no such episode."""
+
+    def add_episode(self, text: str, tags: Sequence[str], day: date, embedding: np.ndarray, cause: str, *,
+                    term: Term = "short", sources: Sequence[str] = (),
+                    conversation_id: Optional[str] = None) -> Episode:
+        """Audited "episode"; InputError without a tag, OptedOutError for a tag under an episodic opt-out."""
+
+    def revise_episode(self, episode_id: str, cause: str, why: str, *, text: Optional[str] = None,
+                       tags: Optional[Sequence[str]] = None, day: Optional[date] = None, term: Optional[Term] = None,
+                       sources: Optional[Sequence[str]] = None, embedding: Optional[np.ndarray] = None) -> Episode: ...
+
+    def delete_episode(self, episode_id: str, cause: str, why: str = "deleted on request") -> Episode:
+        """Delete and erase its audit payloads (content-free "episode_delete")."""
+
+    def episode_opt_outs(self) -> list[str]: ...
+
+    def episode_opt_out(self, prefix: str, cause: str) -> list[Episode]:
+        """Record the episodic opt-out (category, subcategory or tag) and purge what it covers."""
+
+    def episode_opt_in(self, prefix: str, cause: str) -> bool: ...
+
     def opt_out(self, prefix: str, cause: str, utterance: Optional[str] = None) -> list[Preference]:
         """Record the opt-out and purge what it covers (`utterance`: what the user said, kept as the consent
         record); later writes in this transaction under it are refused. Returns what was purged."""
@@ -163,6 +188,23 @@ class Store(Protocol):
 
     def opt_outs(self, user: str) -> list[str]: ...
 
+    def episodes(self, user: str, since: Optional[date] = None, until: Optional[date] = None,
+                 term: Optional[Term] = None) -> list[Episode]:
+        """The user's episodes (days since..until inclusive), oldest day first; never one under an episodic
+        opt-out (the store applies them itself)."""
+
+    def episode_vectors(self, user: str, since: Optional[date] = None,
+                        until: Optional[date] = None) -> tuple[list[Episode], np.ndarray]:
+        """`episodes` and their unit-norm embeddings (rows aligned)."""
+
+    def delete_episode(self, user: str, episode_id: str, cause: str) -> Episode: ...
+
+    def episode_opt_outs(self, user: str) -> list[str]: ...
+
+    def episode_opt_out(self, user: str, prefix: str, cause: str) -> list[Episode]: ...
+
+    def episode_opt_in(self, user: str, prefix: str, cause: str) -> bool: ...
+
     def opt_out(self, user: str, prefix: str, cause: str) -> list[Preference]:
         """Record the opt-out and purge what is stored under it (audited); returns what was purged."""
 
@@ -173,7 +215,7 @@ class Store(Protocol):
     def export(self, user: str) -> UserExport: ...
 
     def forget(self, user: str, cause: str) -> int:
-        """Erase the user's content (preferences, audit payloads) and pseudonymise the user id; record that the
+        """Erase the user's content (preferences, observations, episodes, audit payloads) and pseudonymise the user id; record that the
         erasure happened. Opt-outs survive (consent is its own record): only `opt_in` lifts one."""
 
     def users(self) -> list[str]:
@@ -232,6 +274,17 @@ def blocking_rule(opt_outs: list[str], path: CategoryPath | str) -> Optional[str
         if p == rule or p.startswith(rule + "/"):
             return rule
     return None
+
+
+def stack(user: str, vecs: list[np.ndarray]) -> np.ndarray:
+    """One user's vectors as a matrix (rows aligned with the rows read); several dimensions are a StoreError."""
+    if not vecs:
+        return np.zeros((0, 0), np.float32)
+    dims = {len(v) for v in vecs}
+    if len(dims) > 1:
+        raise StoreError(f"user {user!r} holds embeddings of several dimensions {sorted(dims)}; "
+                         "they were written by different embedders")
+    return np.vstack(vecs).astype(np.float32, copy=False)
 
 
 def unit(v: np.ndarray) -> np.ndarray:

@@ -41,6 +41,7 @@ import numpy as np
 from ..errors import ConfigError, NotFoundError, StoreError
 from ..models import AuditEntry, Observation, Preference, UserExport, utcnow
 from .base import AuditCheck, StoreBusy, StoreClosed, unit
+from .sql_episodes import EpisodeReads
 from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch, load_keys,
                      migrate_legacy, POLARITY_MIGRATION, row_to_obs, row_to_pref, stack, verify_log)
 
@@ -75,6 +76,14 @@ _DDL = [
     "CREATE INDEX IF NOT EXISTS observations_user ON observations(user_id, main, sub, detail)",
     """CREATE TABLE IF NOT EXISTS opt_outs (subject text NOT NULL, prefix text NOT NULL, at timestamptz NOT NULL,
       PRIMARY KEY (subject, prefix))""",
+    """CREATE TABLE IF NOT EXISTS episodes (
+      seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+      id text PRIMARY KEY, user_id text NOT NULL, text text NOT NULL, tags text NOT NULL, day date NOT NULL,
+      term text NOT NULL, sources text NOT NULL, conversation_id text, created_at timestamptz NOT NULL,
+      updated_at timestamptz NOT NULL, embedding vector NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS episodes_user ON episodes(user_id, day)",
+    """CREATE TABLE IF NOT EXISTS episode_opt_outs (subject text NOT NULL, prefix text NOT NULL,
+      at timestamptz NOT NULL, PRIMARY KEY (subject, prefix))""",
     """CREATE TABLE IF NOT EXISTS audit (
       seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, subject text NOT NULL, useq bigint NOT NULL, op text NOT NULL,
       preference_id text, category text, why text NOT NULL, before jsonb, after jsonb, cause text NOT NULL,
@@ -115,7 +124,7 @@ _LEGACY = [
     "ALTER TABLE users ADD COLUMN IF NOT EXISTS forgotten_at timestamptz",
 ]
 # vacuumed after an erasure, so the erased rows' dead tuples are removed from the tables' pages
-_ERASED_TABLES = "preferences, observations, audit, users"
+_ERASED_TABLES = "preferences, observations, episodes, audit, users"
 # tables other parts of boundmem keep in the store's database that hold user text (the job queue's conversations):
 # vacuumed with the store's own when they exist
 _SHARED_TABLES = ("jobs",)
@@ -123,7 +132,8 @@ _SHARED_TABLES = ("jobs",)
 _COLS = "id, user_id, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at, polarity"
 _ORDER = "ORDER BY created_at, seq"
 DIALECT = Dialect(param="%s", user_col="user_id", order=_ORDER, stored_dim="vector_dims(embedding)",
-                  distinct="IS DISTINCT FROM", now=utcnow, json=Jsonb, vector=lambda v: v, loads=lambda v: v)
+                  distinct="IS DISTINCT FROM", now=utcnow, json=Jsonb, vector=lambda v: v, loads=lambda v: v,
+                  day=lambda d: d, episode_order="ORDER BY day, created_at, seq")
 
 
 def _prefix_sql(prefix: str) -> tuple[str, list[str]]:
@@ -145,7 +155,7 @@ def _vec(row_value: Any) -> np.ndarray:
     return np.asarray(row_value.to_numpy() if hasattr(row_value, "to_numpy") else row_value, dtype=np.float32)
 
 
-class PostgresStore(SingleWrites):
+class PostgresStore(SingleWrites, EpisodeReads):
     """A Store on a PostgreSQL database with the pgvector extension. Safe to share between threads.
 
     `url` is any libpq connection string ("postgresql://user@host/db" or "host=... dbname=...").
@@ -292,6 +302,13 @@ class PostgresStore(SingleWrites):
             self._vacuum()
 
     # --- reads ------------------------------------------------------------------------------
+    _dialect = DIALECT
+
+    def _ep_rows(self, sql: str, params: tuple) -> list:
+        return self._query(sql, params)
+
+    _ep_vector = staticmethod(lambda stored: _vec(stored))
+
     def preferences(self, user: str, prefix: Optional[str] = None) -> list[Preference]:
         cond, params = _prefix_sql(prefix or "")
         rows = self._query(f"SELECT {_COLS} FROM preferences WHERE user_id=%s AND {cond} {_ORDER}", (user, *params))
@@ -376,7 +393,8 @@ class PostgresStore(SingleWrites):
             con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             return UserExport(user=user, exported_at=utcnow(), opt_outs=self.opt_outs(user),
                               preferences=self.preferences(user), audit=self.audit(user),
-                              observations=self.observations(user))
+                              observations=self.observations(user), episodes=self.episodes(user),
+                              episode_opt_outs=self.episode_opt_outs(user))
 
     # --- writes outside ingest (delete, opt_out, opt_in: SingleWrites) ---------------------
     def forget(self, user: str, cause: str) -> int:

@@ -22,7 +22,8 @@ from ..errors import NotFoundError, StoreError
 from ..models import AuditEntry, Observation, Polarity, Preference
 from ..schema.model import CategoryPath
 from .base import (AuditCheck, EmbeddingDimensionError, OptedOutError, blocking_rule, normalise_value, opt_out_prefix,
-                   unit)
+                   stack, unit)
+from .sql_episodes import EpisodeTx, EpisodeWrites
 
 
 def row_to_pref(r) -> Preference:
@@ -67,16 +68,6 @@ def dim_mismatch(user: str, stored: int, got: int) -> EmbeddingDimensionError:
         f"embedding dimension mismatch for user {user!r}: the store holds {stored}-d embeddings but got a {got}-d "
         f"vector (stored {stored}, given {got}): the memory was filled with a different embedder; use the same "
         f"one (or start a new store)"))
-
-
-def stack(user: str, vecs: list[np.ndarray]) -> np.ndarray:
-    if not vecs:
-        return np.zeros((0, 0), np.float32)
-    dims = {len(v) for v in vecs}
-    if len(dims) > 1:
-        raise StoreError(f"user {user!r} holds embeddings of several dimensions {sorted(dims)}; "
-                         "they were written by different embedders")
-    return np.vstack(vecs).astype(np.float32, copy=False)
 
 
 # --- the audit log's keys: pseudonyms, salted content hashes, the hash chain ---------------------
@@ -210,6 +201,8 @@ class Dialect:
     vector: Callable[[np.ndarray], Any]   # a unit vector as the driver stores it
     loads: Callable[[Any], Any]           # a stored JSON value (or NULL) back to Python
     next_key: Optional[Callable[[Any, str], int]] = None  # a row's clustered key (SQLite), from (connection, user)
+    day: Callable[[Any], Any] = lambda d: d.isoformat()   # a calendar day as the driver stores it
+    episode_order: str = "ORDER BY day, created_at, id"   # a stable ORDER BY for one user's episodes
 
     @property
     def cols(self) -> str:
@@ -227,7 +220,7 @@ class Dialect:
         return s.replace("?", self.param) if self.param != "?" else s
 
 
-class SqlTx:
+class SqlTx(EpisodeTx):
     """One user's writes inside an open transaction on a DB-API connection (`con.execute` returning a cursor).
 
     `erased` tells the store, after commit, that content was erased in this transaction (so it can wipe what
@@ -463,13 +456,15 @@ class SqlTx:
         forget entry; the next write for this id starts a new chain (see chain_subject)."""
         n = self._q("DELETE FROM preferences WHERE {user}=?", (self.user,)).rowcount
         self._q("DELETE FROM observations WHERE {user}=?", (self.user,))
+        episodes = self.forget_episodes()
         self._erase()
         r = self._q("SELECT created_at FROM users WHERE id=?", (self.user,)).fetchone()
         if r is not None:
             self._q("DELETE FROM users WHERE id=?", (self.user,))
             self._q("INSERT INTO users(id, created_at, forgotten_at) VALUES (?,?,?) "
                     "ON CONFLICT (id) DO UPDATE SET forgotten_at=excluded.forgotten_at", (self.subject, r[0], self.d.now()))
-        self._audit("forget", None, None, {"preferences_erased": n}, cause, None, "erasure of the user's memory")
+        self._audit("forget", None, None, {"preferences_erased": n, "episodes_erased": episodes}, cause, None,
+                    "erasure of the user's memory")
         key = _generation_key(self.keys, self.user)
         r = self._q("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         self._q("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value=excluded.value",
@@ -479,7 +474,7 @@ class SqlTx:
         return n
 
 
-class SingleWrites:
+class SingleWrites(EpisodeWrites):
     """Store methods that are one-operation transactions; the store provides `transaction(user)`."""
 
     def delete(self, user: str, pref_id: str, cause: str) -> Preference:

@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import NotFoundError, StoreError
 from ..models import AuditEntry, Observation, Preference, UserExport, utcnow
 from .base import AuditCheck, StoreBusy, blocking_rule, is_store_busy, unit
+from .sql_episodes import EpisodeReads
 from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch, load_keys,
                      migrate_legacy, POLARITY_MIGRATION, row_to_obs, row_to_pref, stack, verify_log)
 
@@ -53,6 +54,13 @@ _DDL = [
       created_at TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS observations_user ON observations(user, main, sub, detail)",
     """CREATE TABLE IF NOT EXISTS opt_outs (subject TEXT NOT NULL, prefix TEXT NOT NULL, at TEXT NOT NULL,
+      PRIMARY KEY (subject, prefix))""",
+    """CREATE TABLE IF NOT EXISTS episodes (
+      id TEXT PRIMARY KEY, user TEXT NOT NULL, text TEXT NOT NULL, tags TEXT NOT NULL, day TEXT NOT NULL,
+      term TEXT NOT NULL, sources TEXT NOT NULL, conversation_id TEXT, created_at TEXT NOT NULL,
+      updated_at TEXT NOT NULL, embedding BLOB NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS episodes_user ON episodes(user, day)",
+    """CREATE TABLE IF NOT EXISTS episode_opt_outs (subject TEXT NOT NULL, prefix TEXT NOT NULL, at TEXT NOT NULL,
       PRIMARY KEY (subject, prefix))""",
     """CREATE TABLE IF NOT EXISTS audit (
       seq INTEGER PRIMARY KEY AUTOINCREMENT, subject TEXT NOT NULL, useq INTEGER NOT NULL, op TEXT NOT NULL,
@@ -112,10 +120,10 @@ def _cluster_preferences(con: sqlite3.Connection) -> None:
 DIALECT = Dialect(param="?", user_col="user", order=_ORDER, stored_dim="length(embedding) / 2", distinct="IS NOT",
                   now=lambda: utcnow().isoformat(), json=json.dumps, vector=lambda v: v.astype(VECTOR).tobytes(),
                   loads=lambda v: json.loads(v) if v is not None else None,
-                  next_key=next_key)
+                  next_key=next_key, episode_order="ORDER BY day, created_at, rowid")
 
 
-class SQLiteStore(SingleWrites):
+class SQLiteStore(SingleWrites, EpisodeReads):
     """A Store on one SQLite file. Safe to share between threads; each process opens its own.
 
     Connections are per thread (sqlite3 objects must not be used by two threads at once) and
@@ -252,6 +260,16 @@ class SQLiteStore(SingleWrites):
             self._wipe_wal()
 
     # --- reads --------------------------------------------------------------------------
+    _dialect = DIALECT
+
+    def _ep_rows(self, sql: str, params: tuple) -> list:
+        with self._use() as con:
+            return con.execute(sql, params).fetchall()
+
+    @staticmethod
+    def _ep_vector(stored: bytes) -> np.ndarray:
+        return np.frombuffer(stored, dtype=VECTOR)
+
     def preferences(self, user: str, prefix: Optional[str] = None) -> list[Preference]:
         with self._use() as con:
             rows = con.execute(f"SELECT {_COLS} FROM preferences WHERE user=? {_ORDER}", (user,)).fetchall()
@@ -340,7 +358,8 @@ class SQLiteStore(SingleWrites):
             try:
                 return UserExport(user=user, exported_at=utcnow(), opt_outs=self.opt_outs(user),
                                   preferences=self.preferences(user), audit=self.audit(user),
-                                  observations=self.observations(user))
+                                  observations=self.observations(user), episodes=self.episodes(user),
+                                  episode_opt_outs=self.episode_opt_outs(user))
             finally:
                 con.execute("COMMIT")
 
