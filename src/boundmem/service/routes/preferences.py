@@ -44,7 +44,8 @@ def delete_preference(pref_id: Annotated[str, Path(max_length=100)], s: Subj, me
 
 @router.get("/v1/users/{user}/export", response_model=UserExport)
 def export(s: Subj, mem: Mem) -> UserExport:
-    """Everything held about the user: preferences (with their polarity), observations, opt-outs and the audit log."""
+    """Everything held about the user: preferences (with their polarity), observations, episodes, opt-outs and the
+    audit log."""
     ns = s.ns
     e = mem.export(ns)
 
@@ -54,6 +55,8 @@ def export(s: Subj, mem: Mem) -> UserExport:
     return UserExport(user=s.user, exported_at=e.exported_at, opt_outs=e.opt_outs,
                       preferences=[p.model_copy(update={"user": s.user}) for p in e.preferences],
                       observations=[o.model_copy(update={"user": s.user}) for o in e.observations],
+                      episodes=[x.model_copy(update={"user": s.user}) for x in e.episodes],
+                      episode_opt_outs=e.episode_opt_outs,
                       audit=[AuditEntry(**{**a.model_dump(), "user": s.user, "before": scrub(a.before), "after": scrub(a.after)})
                              for a in e.audit], consents=e.consents)
 
