@@ -30,8 +30,10 @@ def memory(tmp_path, schema):
 
 
 def test_every_memory_method_has_an_awaited_twin_with_its_signature():
-    public = [n for n, v in vars(Memory).items() if not n.startswith("_") and inspect.isfunction(v) and n != "local"]
-    assert {"add", "submit", "wait", "recall", "preferences", "opt_out", "opt_in", "delete", "export", "forget"} <= set(public)
+    public = [n for k in Memory.__mro__[:-1] for n, v in vars(k).items()
+              if not n.startswith("_") and inspect.isfunction(v) and n != "local"]
+    assert {"add", "submit", "wait", "recall", "preferences", "opt_out", "opt_in", "delete", "export", "forget",
+            "remember_episode", "recall_episodes", "episodes", "episode_opt_out"} <= set(public)
     for name in public:
         twin = getattr(AsyncMemory, name)
         assert inspect.iscoroutinefunction(twin), name

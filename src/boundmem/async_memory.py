@@ -22,8 +22,12 @@ _SYNC = {"local"}   # constructors stay synchronous: nothing is loaded or embedd
 
 
 def _public_methods() -> list[str]:
-    return [n for n, v in vars(Memory).items()
-            if not n.startswith("_") and n not in _SYNC and inspect.isfunction(v)]
+    """Memory's public methods, its own and those it inherits (the episodic ones of `episodes.EpisodicAccess`)."""
+    names: dict[str, None] = {}
+    for klass in reversed(Memory.__mro__[:-1]):
+        names.update({n: None for n, v in vars(klass).items()
+                      if not n.startswith("_") and n not in _SYNC and inspect.isfunction(v)})
+    return list(names)
 
 
 def _twin(name: str):

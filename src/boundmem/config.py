@@ -69,6 +69,19 @@ class ServiceSettings(_Group):
     upstream_url: Optional[str] = Field(None, description="BOUNDMEM_UPSTREAM_URL: the proxy's model server")
 
 
+class EpisodicSettings(_Group):
+    """Episodic memory (CAIM's dated thoughts beside the preferences, `episodes.py`): opt-in, bounded by the
+    operator's ontology."""
+
+    enabled: bool = Field(False, description="BOUNDMEM_EPISODIC: learn and recall episodes (1/on, 0/off; off by default)")
+    tenants: Optional[tuple[str, ...]] = Field(None, description="BOUNDMEM_EPISODIC_TENANTS: only the users of these "
+                                               "tenants (comma-separated); unset: every user")
+    ontology: Optional[Path] = Field(None, description="BOUNDMEM_EPISODIC_ONTOLOGY: the operator's tag ontology (JSON, "
+                                     "CAIM's format); unset: the built-in one")
+    allow: tuple[str, ...] = Field((), description="BOUNDMEM_EPISODIC_ALLOW: the tags kept (tags, subcategories or "
+                                   "categories, comma-separated); unset: every tag of the ontology")
+
+
 class Settings(_Group):
     db: str = Field("boundmem.db", description="BOUNDMEM_DB: SQLite file or postgresql:// URL")
     caim_db: str = Field("boundmem-caim.db", description="BOUNDMEM_CAIM_DB")
@@ -82,6 +95,7 @@ class Settings(_Group):
     llm: LLMSettings = LLMSettings()
     llm_local: LocalLLMSettings = LocalLLMSettings()
     service: ServiceSettings = ServiceSettings()
+    episodic: EpisodicSettings = EpisodicSettings()
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "Settings":
@@ -124,6 +138,9 @@ class Settings(_Group):
                 keys=r.path("BOUNDMEM_KEYS"), token_secret_file=r.path("BOUNDMEM_TOKEN_SECRET_FILE"),
                 token_state=r.path("BOUNDMEM_TOKEN_STATE"), mcp_token=r.text("BOUNDMEM_MCP_TOKEN"),
                 upstream_url=r.text("BOUNDMEM_UPSTREAM_URL"))),
+            episodic=EpisodicSettings(**_given(
+                enabled=r.flag("BOUNDMEM_EPISODIC"), tenants=r.items("BOUNDMEM_EPISODIC_TENANTS"),
+                ontology=r.path("BOUNDMEM_EPISODIC_ONTOLOGY"), allow=r.items("BOUNDMEM_EPISODIC_ALLOW"))),
         ))
 
 
@@ -160,6 +177,20 @@ class _Reader:
     def path(self, name: str) -> Any:
         hit = self.get(name)
         return Path(hit[1]).expanduser() if hit else UNSET
+
+    def flag(self, name: str) -> Any:
+        hit = self.get(name)
+        if hit is None:
+            return UNSET
+        value = hit[1].lower()
+        if value not in ("1", "0", "on", "off", "true", "false", "yes", "no"):
+            raise ConfigError(f"{name}={hit[1]!r} is not one of 1, 0, on, off, true, false, yes, no")
+        return value in ("1", "on", "true", "yes")
+
+    def items(self, name: str) -> Any:
+        """A comma-separated list (blank items dropped)."""
+        hit = self.get(name)
+        return tuple(x.strip() for x in hit[1].split(",") if x.strip()) if hit else UNSET
 
     def choice(self, name: str, allowed: tuple[str, ...]) -> Any:
         hit = self.get(name)

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, get_args
 
-from .config import Settings
+from .config import EpisodicSettings, Settings
+from .episodes import EpisodicAccess
 from .errors import ConflictError, InputError, NotFoundError
 from .extract.base import Extractor, Warmable
 from .maintain.base import Maintainer, enforce_multiplicity
@@ -22,8 +23,8 @@ from .store.schema_record import bind_schema, check_schema
 
 
 @dataclass
-class Memory:
-    """Bounded preference memory for many users.
+class Memory(EpisodicAccess):
+    """Bounded preference memory for many users, and (opt-in, `episodic`) their episodic memory (episodes.py).
 
     Stages are protocols so the local (offline) and LLM implementations are interchangeable;
     `Memory.local()` wires the embedded defaults.
@@ -38,6 +39,7 @@ class Memory:
     jobs_nice: int = 10   # nice value of the job worker thread (BOUNDMEM_JOBS_NICE)
     promote_after: int = 3          # distinct conversations that promote an observation (BOUNDMEM_PROMOTE_AFTER)
     observation_days: float = 90.0  # days an unconfirmed observation is kept (BOUNDMEM_OBSERVATION_DAYS)
+    episodic: EpisodicSettings = field(default_factory=EpisodicSettings)  # BOUNDMEM_EPISODIC*: off by default
     retriever: Retriever = field(init=False)
     _jobs: Any = field(default=None, init=False, repr=False)
     _schema_bound: bool = field(default=False, init=False, repr=False)
@@ -68,14 +70,16 @@ class Memory:
         return self.schema.prune(self.store.opt_outs(user))
 
     def add(self, conversation: ConversationInput, user: str, then: Optional[Callable[[Any, IngestResult], None]] = None,
-            *, conversation_id: Optional[str] = None) -> IngestResult:
+            *, conversation_id: Optional[str] = None, day: Optional[date] = None) -> IngestResult:
         """Ingest one conversation in one transaction: all its decisions land, or none do.
 
         Consent said in the conversation ("stop remembering where I like to eat", "forget my music preferences") is
         found first and applied in the same transaction (opt-out or deletion, the user's turn kept as the consent
         record); those turns are left out of extraction, and an opted-out category out of the schema.
         `conversation`: a `Conversation`, a list of `{"role", "content"}` messages or a string (`messages.py`); the
-        id, when neither it nor `conversation_id` gives one, is generated (`IngestResult.conversation_id`)."""
+        id, when neither it nor `conversation_id` gives one, is generated (`IngestResult.conversation_id`).
+        When episodic memory is on for the user, the conversation (without its consent turns) is post-thought into
+        episodes of `day` (default today) after the preferences are stored (`IngestResult.episodes`)."""
         conversation = to_conversation(conversation, conversation_id)
         opted = self.store.opt_outs(user)
         schema = self.schema.prune(opted)
@@ -87,7 +91,8 @@ class Memory:
             conversation = conversation.model_copy(update={"turns": rest})
         has_user_turns = any(t.role == "user" for t in conversation.turns)
         candidates = self.extractor.extract(conversation, schema).candidates if has_user_turns and schema.mains else []
-        return self.apply(candidates, user, conversation.id, schema, then=then, consent=requests)
+        result = self.apply(candidates, user, conversation.id, schema, then=then, consent=requests)
+        return self._remember_after_ingest(conversation, user, result, day)
 
     def _bind_schema(self) -> None:
         """The first write records the schema in the store (or finds that another writer recorded another one)."""
@@ -487,4 +492,4 @@ def build_memory(settings: Optional[Settings] = None, *, db: Optional[str | Path
     return Memory(schema=schema or builtin_schema(), store=open_store(str(db or settings.db), settings),
                   extractor=make_extractor(extractor, settings, emb), maintainer=make_maintainer(maintainer, settings, emb),
                   embedder=emb, jobs_nice=settings.jobs_nice, promote_after=settings.promote_after,
-                  observation_days=settings.observation_days)
+                  observation_days=settings.observation_days, episodic=settings.episodic)

@@ -154,6 +154,39 @@ class Episode(BaseModel):
     updated_at: datetime
 
 
+class EpisodeHit(BaseModel):
+    """An episode recalled for a request, its score and why it ranked (cosine, shared tag, the day the request named)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    episode: Episode
+    score: float
+    why: str = ""
+
+
+class EpisodeRecall(BaseModel):
+    """What episodic recall decided: `retrieved` False when CAIM's controller found no need for memory (`reason`
+    says why either way); `hits` best first."""
+
+    retrieved: bool
+    reason: str = ""
+    hits: list[EpisodeHit] = Field(default_factory=list)
+
+
+class EpisodeResult(BaseModel):
+    """What post-thinking did with one conversation (or one session end)."""
+
+    user: str
+    conversation_id: str = ""
+    day: date
+    stored: list[Episode] = Field(default_factory=list, description="Episodes written or revised, in their final state.")
+    merged: int = Field(0, description="Thoughts folded into an episode already held (a repetition).")
+    replaced: int = Field(0, description="Held episodes a newer, contradicting thought replaced.")
+    consolidated: int = Field(0, description="Short-term episodes moved into long-term memory (their session ended).")
+    dropped: int = Field(0, description="Thoughts under no tag the operator allows: not kept.")
+    blocked: int = Field(0, description="Thoughts under a tag the user opted out of: not kept.")
+
+
 class RecallHit(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -186,6 +219,8 @@ class IngestResult(BaseModel):
                                         "observations (not preferences).")
     promoted: list[Preference] = Field(default_factory=list, description="Preferences this ingest created by promoting "
                                        "repeated observations (also listed in `stored`).")
+    episodes: Optional[EpisodeResult] = Field(None, description="What episodic memory learned from the conversation "
+                                              "(None when episodic memory is off for the user).")
 
 
 class ConsentRecord(BaseModel):
