@@ -7,6 +7,10 @@ path's (validated) user id into the store's namespaced id, so no route ever hand
 request. The app's parts (key ring, token issuer, rate limiter, content limits, the lazily built Memory) sit in
 `app.state.boundmem` (set by `create_app`), so the routers are plain module-level APIRouters.
 
+Every dependency here is an `async def`: FastAPI runs a plain `def` dependency in its thread pool, one hop (a thread
+wake-up and a return to the event loop) per dependency per request, and these only read the app's state, hash a
+key or check a token's signature. Only building the Memory (a model load, once) goes to a thread.
+
 No `from __future__ import annotations`: FastAPI resolves the Annotated aliases at runtime.
 """
 
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 from typing import Annotated, Callable, Optional, Union
 
 from fastapi import Depends, HTTPException, Path, Request, status
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator
 
@@ -42,6 +47,11 @@ class LazyMemory:
                 if self._mem is None:
                     self._mem = self._source if isinstance(self._source, Memory) else self._source()
         return self._mem
+
+    async def get(self) -> Memory:
+        """The Memory, from the event loop: built in a worker thread the first time (a model load must not stop the
+        loop), at once after."""
+        return self._mem if self._mem is not None else await run_in_threadpool(self)
 
 
 @dataclass(frozen=True)
@@ -72,7 +82,7 @@ class Subject:
     ns: str
 
 
-def service(request: Request) -> Service:
+async def service(request: Request) -> Service:
     return request.app.state.boundmem
 
 
@@ -121,7 +131,7 @@ def client_address(request: Request) -> Optional[str]:
     return request.client.host if request.client else None
 
 
-def principal(request: Request, svc: Annotated[Service, Depends(service)],
+async def principal(request: Request, svc: Annotated[Service, Depends(service)],
               cred: Annotated[Optional[HTTPAuthorizationCredentials], Depends(bearer)]) -> Principal:
     try:
         return authenticate(svc, cred.credentials if cred else None, client_address(request))
@@ -137,7 +147,7 @@ UserId = Annotated[str, Path(pattern=f"^{USER_ID_PATTERN}$", description=f"Your 
 Who = Annotated[Principal, Depends(principal)]
 
 
-def subject(request: Request, user: UserId, who: Who) -> Subject:
+async def subject(request: Request, user: UserId, who: Who) -> Subject:
     """The path's user, if the caller may act on it: a tenant key any of its users, a user token only its own.
     Kept on the request so an error message never shows the store's namespaced id (see error_handlers)."""
     if who.user is not None and who.user != user:
@@ -147,21 +157,21 @@ def subject(request: Request, user: UserId, who: Who) -> Subject:
     return s
 
 
-def tenant_only(who: Who) -> str:
+async def tenant_only(who: Who) -> str:
     if who.user is not None:
         raise HTTPException(status.HTTP_403_FORBIDDEN, "needs the tenant API key (a user token cannot do this)")
     return who.tenant
 
 
-def memory(svc: Annotated[Service, Depends(service)]) -> Memory:
-    return svc.memory()
+async def memory(svc: Annotated[Service, Depends(service)]) -> Memory:
+    return await svc.memory.get()
 
 
-def limits(svc: Annotated[Service, Depends(service)]) -> ContentLimits:
+async def limits(svc: Annotated[Service, Depends(service)]) -> ContentLimits:
     return svc.limits
 
 
-def tokens(svc: Annotated[Service, Depends(service)]) -> TokenIssuer:
+async def tokens(svc: Annotated[Service, Depends(service)]) -> TokenIssuer:
     return svc.tokens
 
 
@@ -172,7 +182,7 @@ Limits = Annotated[ContentLimits, Depends(limits)]
 Tokens = Annotated[TokenIssuer, Depends(tokens)]
 
 
-def category_prefix(category: str, mem: Mem) -> str:
+async def category_prefix(category: str, mem: Mem) -> str:
     """The path's category (key, name or path) as the schema's prefix. A category in the path names a resource, so
     one the schema does not hold is not found (404), not invalid input."""
     try:

@@ -5,6 +5,7 @@ No `from __future__ import annotations`: FastAPI resolves the Annotated aliases 
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
 
 from ...api_models import ConversationIn, ErrorOut, IngestOut, JobOut, RecallHitOut, RecallOut, RecallRequest
 from ...messages import to_conversation
@@ -38,9 +39,11 @@ def add_conversation(body: ConversationIn, s: Subj, mem: Mem, limits: Limits,
 
 
 @router.post("/v1/users/{user}/recall", response_model=RecallOut)
-def recall(body: RecallRequest, s: Subj, mem: Mem, limits: Limits) -> RecallOut:
+async def recall(body: RecallRequest, s: Subj, mem: Mem, limits: Limits) -> RecallOut:
     """The stored preferences most relevant to what the user just said."""
+    # async, with the embedding and search in one worker thread: a plain `def` route also validates its answer in
+    # a second hop to the thread pool, and the hot path of an assistant's turn pays each hop
     limits.check_utterance(body.utterance)
-    hits = mem.recall(body.utterance, s.ns, k=body.k)
+    hits = await run_in_threadpool(mem.recall, body.utterance, s.ns, body.k)
     return RecallOut(user=s.user, hits=[RecallHitOut(preference=preference_out(mem, h.preference, s.user), score=h.score)
                                         for h in hits])
