@@ -2,12 +2,13 @@
 (`boundmem.Client`, `AsyncClient`): pydantic only, so a client needs no FastAPI."""
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-from .models import AuditEntry, Candidate, ConsentAction, ConsentRecord, Decision, Polarity, Turn
+from .models import (AuditEntry, Candidate, ConsentAction, ConsentRecord, Decision, Episode, EpisodeHit, EpisodeResult,
+                     Polarity, Turn)
 from .schema.model import CategoryPath
 
 class ConversationIn(BaseModel):
@@ -28,8 +29,8 @@ class ConversationIn(BaseModel):
         if (self.turns is None) == (self.messages is None):
             raise ValueError("give exactly one of 'turns' and 'messages'")
         return self
-    at: Optional[datetime] = Field(None, description="Accepted for compatibility and ignored: preferences are dated "
-                                                     "when stored.")
+    at: Optional[datetime] = Field(None, description="When the conversation took place: the day of the episodes it "
+                                   "yields when episodic memory is on (default today). Preferences are dated when stored.")
 
 
 class RecallRequest(BaseModel):
@@ -94,6 +95,8 @@ class IngestOut(BaseModel):
                                            "(not preferences; see GET .../observations).")
     promoted: list[PreferenceOut] = Field(default_factory=list, description="Preferences created by promoting a choice "
                                           "repeated in enough conversations (also in `stored`).")
+    episodes: Optional[EpisodeResult] = Field(None, description="What episodic memory learned from the conversation "
+                                              "(null when it is off for the tenant).")
 
 
 class RecallHitOut(BaseModel):
@@ -204,3 +207,53 @@ class PreferenceHistory(BaseModel):
     user: str
     preference_id: str
     entries: list[AuditEntry]
+
+
+# --- episodic memory (service/routes/episodes.py) --------------------------------------------------------
+class EpisodeIn(ConversationIn):
+    """A conversation to post-think into episodes only (no preferences are extracted from it)."""
+
+    end_session: bool = Field(False, description="Review the day's episodes into long-term memory at once (else the "
+                              "first conversation of a later day does).")
+
+
+class EpisodeList(BaseModel):
+    user: str
+    episodes: list[Episode]
+
+
+class EpisodeRecallRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    utterance: str = Field(min_length=1, max_length=4000, description="What the user just said.")
+    k: int = Field(5, ge=1, le=100, description="At most this many episodes.")
+    since: Optional[date] = Field(None, description="Only episodes of this day or later.")
+    until: Optional[date] = Field(None, description="Only episodes of this day or earlier.")
+    today: Optional[date] = Field(None, description="The day the utterance is said on ('on Tuesday' is read from "
+                                  "it); default today (UTC).")
+    gate: bool = Field(True, description="Let CAIM's controller decide first whether the utterance needs memory "
+                       "at all (false: always rank).")
+
+
+class EpisodeRecallOut(BaseModel):
+    user: str
+    retrieved: bool = Field(description="False when the controller decided the utterance needs no memory.")
+    reason: str = Field("", description="Why it decided so.")
+    hits: list[EpisodeHit]
+
+
+class EpisodeOptOutList(BaseModel):
+    user: str
+    opt_outs: list[str] = Field(description="Episodic tags (categories, subcategories, tags) the user opted out of.")
+
+
+class EpisodeOptOutOut(BaseModel):
+    user: str
+    tag: str = Field(description="The canonical tag prefix opted out of.")
+    purged: list[Episode]
+
+
+class EpisodeOptInOut(BaseModel):
+    user: str
+    tag: str
+    changed: bool = Field(description="False if the user was not opted out of exactly this tag.")

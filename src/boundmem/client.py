@@ -17,18 +17,20 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import date
 from typing import Any, Optional
 from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel
 
-from .api_models import (ForgetOut, IngestOut, JobOut, ObservationList, ObservationOut, OptInOut, OptOutList, OptOutOut,
+from .api_models import (EpisodeList, EpisodeOptInOut, EpisodeOptOutList, EpisodeOptOutOut, EpisodeRecallOut, ForgetOut,
+                         IngestOut, JobOut, ObservationList, ObservationOut, OptInOut, OptOutList, OptOutOut,
                          PreferenceHistory, PreferenceList, PreferenceOut, RecallOut, RevokeOut, TokenOut, WhoAmIOut)
 from .errors import BoundmemError, ConflictError, InputError, LimitError, NotFoundError
 from .extract.base import ExtractionError
 from .messages import ConversationInput, to_conversation
-from .models import UserExport
+from .models import Episode, EpisodeResult, UserExport
 from .schema.model import Schema
 from .store.base import EmbeddingDimensionError, StoreBusy
 
@@ -177,6 +179,43 @@ class _Ops:
 
     def opt_in(self, user: str, category: str):
         return self._call("DELETE", f"/v1/users/{_u(user)}/opt-outs/{quote(category, safe='/')}", OptInOut)
+
+    # --- episodic memory (where the tenant has it on; listing, deleting and opting out always work) -------------
+    def episodes(self, user: str, since: Optional[date] = None, until: Optional[date] = None,
+                 term: Optional[str] = None):
+        params = {k: str(v) for k, v in (("since", since), ("until", until), ("term", term)) if v is not None}
+        return self._call("GET", f"/v1/users/{_u(user)}/episodes", EpisodeList, params=params or None)
+
+    def remember_episode(self, user: str, conversation: ConversationInput, day: Optional[date] = None,
+                         end_session: bool = False, *, conversation_id: Optional[str] = None):
+        """Post-think a conversation into episodes only (`Memory.remember_episode`); `Conflict` (409 episodic_off)
+        where episodic memory is off for the tenant."""
+        body = {**_conversation(conversation, conversation_id), "end_session": end_session}
+        if day is not None:
+            body["at"] = f"{day.isoformat()}T12:00:00Z"
+        return self._call("POST", f"/v1/users/{_u(user)}/episodes", EpisodeResult, json=body)
+
+    def end_episode_session(self, user: str):
+        return self._call("POST", f"/v1/users/{_u(user)}/episodes/end-session", EpisodeResult)
+
+    def recall_episodes(self, user: str, utterance: str, k: int = 5, since: Optional[date] = None,
+                        until: Optional[date] = None, today: Optional[date] = None, gate: bool = True):
+        """The episodes that help answer `utterance` (`retrieved`, `reason`, `hits`)."""
+        body = {"utterance": utterance, "k": k, "gate": gate,
+                **{k_: v.isoformat() for k_, v in (("since", since), ("until", until), ("today", today)) if v}}
+        return self._call("POST", f"/v1/users/{_u(user)}/episodes/recall", EpisodeRecallOut, json=body)
+
+    def delete_episode(self, user: str, episode_id: str):
+        return self._call("DELETE", f"/v1/users/{_u(user)}/episodes/{_u(episode_id)}", Episode)
+
+    def episode_opt_outs(self, user: str):
+        return self._call("GET", f"/v1/users/{_u(user)}/episode-opt-outs", EpisodeOptOutList)
+
+    def episode_opt_out(self, user: str, tag: str):
+        return self._call("PUT", f"/v1/users/{_u(user)}/episode-opt-outs/{quote(tag, safe='/')}", EpisodeOptOutOut)
+
+    def episode_opt_in(self, user: str, tag: str):
+        return self._call("DELETE", f"/v1/users/{_u(user)}/episode-opt-outs/{quote(tag, safe='/')}", EpisodeOptInOut)
 
     def mint_token(self, user: str, ttl_seconds: Optional[int] = None):
         body = {"ttl_seconds": ttl_seconds} if ttl_seconds else None

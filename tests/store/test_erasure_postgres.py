@@ -198,3 +198,35 @@ def test_deleting_and_opting_out_of_episodes_leave_no_row_with_their_content(pg_
     assert rows_with(pg_url, marker) == {} and s.episodes("u") == [] and s.verify_audit().ok
     assert [e.text for e in s.episodes("someone-else")] == ["AI recommended other Grill."]
     s.close()
+
+
+def test_erasure_through_the_api_leaves_no_row_on_postgres(pg_url, schema, cue_extractor):
+    """Issue 20: episodes erased through the HTTP API (an opt-out purge, then forget) leave no row holding them."""
+    from fastapi.testclient import TestClient
+
+    from boundmem.service.app import create_app
+    from service.conftest import KEY_A, KEYS, auth
+    from service.test_episodes_surfaces import DINNER, _marked_chat, episodic_memory
+
+    A = auth(KEY_A)
+    marker = f"Zq{uuid.uuid4().hex[:10]}Mk"
+    mem = episodic_memory(PostgresStore(pg_url), schema, cue_extractor)
+
+    def rows() -> dict[str, int]:
+        with psycopg.connect(pg_url, autocommit=True) as con:
+            return {t: n for t in ("episodes", "audit", "users", "preferences", "episode_opt_outs")
+                    if (n := con.execute(f"SELECT count(*) FROM {t} r WHERE r::text LIKE %s",
+                                         (f"%{marker}%",)).fetchone()[0])}
+
+    try:
+        with TestClient(create_app(mem, KEYS)) as http:
+            http.post("/v1/users/bob/episodes", headers=A, json={"turns": DINNER})
+            assert http.post("/v1/users/alice/episodes", headers=A, json={"turns": _marked_chat(marker)}).status_code == 200
+            http.post("/v1/users/alice/episodes/end-session", headers=A)
+            assert rows().get("episodes")
+            http.put("/v1/users/alice/episode-opt-outs/Recommendations", headers=A)
+            assert http.delete("/v1/users/alice", headers=A).status_code == 200
+            assert rows() == {} and mem.store.verify_audit().ok
+            assert http.get("/v1/users/bob/episodes", headers=A).json()["episodes"]
+    finally:
+        mem.store.close()

@@ -13,10 +13,13 @@ For each request:
 2. *Recall*: the user's stored preferences most relevant to the last user message (opt-outs excluded) are added to
    the system message (a new one at the start if the request has none). A failing recall (busy store, ...) is
    logged and the request goes on without memory: the memory never breaks a reply.
+   Where episodic memory is on for the tenant (BOUNDMEM_EPISODIC_TENANTS), CAIM's controller decides whether the
+   message needs memory at all; only then are the episodes that help ("the restaurant you suggested on Tuesday")
+   added too, dated, and the exchanges it learns from (step 4) are post-thought into episodes.
 3. *Forward*: the request goes to the upstream with the upstream's own key (`--upstream-key`, never the caller's)
    and without the `user` field (the end user's id is not the model vendor's business) unless `forward_user`;
-   the answer (or the stream, chunk by chunk) goes back unchanged, with `X-Boundmem-Recall-Ms` and
-   `X-Boundmem-Recalled` headers. `/v1/models` and `/v1/models/{id}` are passed through.
+   the answer (or the stream, chunk by chunk) goes back unchanged, with `X-Boundmem-Recall-Ms`,
+   `X-Boundmem-Recalled`, `X-Boundmem-Episodes` and `X-Boundmem-Episodic` (off, declined or retrieved) headers. `/v1/models` and `/v1/models/{id}` are passed through.
 4. *Learn*: after a successful reply, the exchange (the last user message and the reply) is queued as an ingestion
    job (`boundmem.jobs`: durable, applied in order per user by the proxy's worker, opt-outs respected); a failure
    there is logged, never sent to the client.
@@ -42,7 +45,7 @@ from starlette.background import BackgroundTask
 
 from ..errors import BoundmemError
 from ..memory import Memory
-from ..models import Conversation, RecallHit, Turn
+from ..models import Conversation, EpisodeHit, EpisodeRecall, RecallHit, Turn
 from ..schema.model import UnknownCategoryError
 from ..schema.display import category_labels, statement
 from ..service.deps import LazyMemory, MemorySource
@@ -97,6 +100,14 @@ def memory_block(mem: Memory, hits: list[RecallHit]) -> str:
     return "\n".join(lines)
 
 
+EPISODES_HEADER = "What happened before with this user (dated; use it only where it helps):"
+
+
+def episodes_block(hits: list[EpisodeHit]) -> str:
+    """The episodic hits as the system message carries them: one dated thought a line."""
+    return "\n".join([EPISODES_HEADER, *(f"- {h.episode.day.isoformat()}: {h.episode.text}" for h in hits)])
+
+
 def with_memory(messages: list, block: str) -> list:
     """The messages with `block` added to the system message (or a new system message first)."""
     out = list(messages)
@@ -111,6 +122,13 @@ def with_memory(messages: list, block: str) -> list:
     else:
         out.insert(0, {"role": "system", "content": block})
     return out
+
+
+def episodes_headers(r: Optional[EpisodeRecall]) -> dict[str, str]:
+    """`X-Boundmem-Episodes`: how many episodes went into the prompt; `X-Boundmem-Episodic`: off (not on for the
+    tenant), declined (the controller found no need for memory) or retrieved."""
+    state = "off" if r is None else "retrieved" if r.retrieved else "declined"
+    return {"X-Boundmem-Episodes": str(len(r.hits) if r else 0), "X-Boundmem-Episodic": state}
 
 
 class _StreamText:
@@ -222,7 +240,8 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
             return
         try:
             turns = [Turn(role="user", text=user_text)]
-            if reply.strip():   # context for the user's words, never stored itself: bounded like a turn
+            if reply.strip():   # context for the user's words (no preference is read from it), bounded like a
+                # turn; where episodic memory is on, its gist ("AI recommended ...") becomes an episode
                 turns.append(Turn(role="assistant", text=reply[:svc.limits.max_turn_chars]))
             get_memory().submit(Conversation(id=conv_id, turns=tuple(turns)), ns)
         except Exception:  # noqa: BLE001 - learning must never break or delay a reply
@@ -234,6 +253,15 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
         except Exception:  # noqa: BLE001 - no memory rather than no answer
             log.exception("recall failed; forwarding without memory")
             return []
+
+    def recall_episodes(ns: str, text: str) -> Optional[EpisodeRecall]:
+        """CAIM's controller and episodic recall, for a tenant that has episodic memory on (None otherwise)."""
+        try:
+            mem = get_memory()
+            return mem.episodic_memory.search(text, ns, k) if text.strip() and mem.episodic_on(ns) else None
+        except Exception:  # noqa: BLE001 - no memory rather than no answer
+            log.exception("episodic recall failed; forwarding without episodes")
+            return None
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
@@ -255,8 +283,12 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
         hits = await run_in_threadpool(recall, ns, last_user)
         if hits:
             body["messages"] = with_memory(body["messages"], memory_block(get_memory(), hits))
+        episodic = await run_in_threadpool(recall_episodes, ns, last_user)
+        if episodic is not None and episodic.hits:   # only when the controller said memory is needed
+            body["messages"] = with_memory(body["messages"], episodes_block(episodic.hits))
         recall_ms = (time.perf_counter() - t0) * 1000
-        extra = {"X-Boundmem-Recall-Ms": f"{recall_ms:.2f}", "X-Boundmem-Recalled": str(len(hits))}
+        extra = {"X-Boundmem-Recall-Ms": f"{recall_ms:.2f}", "X-Boundmem-Recalled": str(len(hits)),
+                 **episodes_headers(episodic)}
         conv_id = f"proxy-{uuid.uuid4().hex[:16]}"
         url = f"{base}/chat/completions"
         try:

@@ -15,7 +15,7 @@ from . import error_handlers, jobs_api
 from .auth import KeyRing
 from .deps import LazyMemory, MemorySource, Service
 from .limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_RATE_LIMIT, BodySizeLimit, ContentLimits, throttle
-from .routes import access, conversations, edit, jobs, observations, opt_outs, page, preferences, schema
+from .routes import access, conversations, edit, episodes, jobs, observations, opt_outs, page, preferences, schema
 from .tokens import TokenIssuer
 
 def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
@@ -42,7 +42,7 @@ def create_app(memory: MemorySource, keys: KeyRing | Mapping[str, str],
                                  limits=limits or ContentLimits(), memory=get_memory)
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
     error_handlers.install(app)
-    for r in (conversations, preferences, edit, observations, opt_outs, access, schema, jobs, page):
+    for r in (conversations, preferences, edit, observations, opt_outs, episodes, access, schema, jobs, page):
         app.include_router(r.router)
     jobs_api.run_worker(app, get_memory)
     return app

@@ -5,7 +5,9 @@ It runs on the operator's machine for one agent and one end user: the server is 
 it touches: no tool takes a user, and a call that passes one anyway (a prompt injection: "recall for bob"), or any
 other argument a tool does not declare, is refused with a tool error. User ids are namespaced by tenant exactly as
 the HTTP API does, and follow the same rule (`boundmem.user_id`). Tools: add, recall, list_preferences,
-delete_preference, opt_out, opt_in, export, forget.
+delete_preference, opt_out, opt_in, export, forget; the observations' list, confirm and dismiss; and episodic memory
+(where the operator turned it on): remember_episode, recall_episodes, list_episodes, delete_episode, episode_opt_out,
+episode_opt_in.
 
 The stdio transport is our own thin layer in front of the MCP library: every frame is checked before the library
 sees it, and every malformed one (invalid JSON, not an object, a batch, no or non-string method, a bad id or
@@ -25,6 +27,7 @@ import os
 import sys
 import threading
 from contextlib import contextmanager
+from datetime import date
 from typing import Annotated, Any, Callable, Iterator, Mapping, Optional, Union
 
 import anyio
@@ -39,6 +42,7 @@ except ImportError:  # mcp 1.x
 from mcp.server.stdio import stdio_server
 
 from .. import __version__
+from ..episodes import EpisodicOff, tag_prefix
 from ..errors import NotFoundError
 from ..memory import Memory
 from ..models import Conversation, Observation, Polarity, Turn, UserExport
@@ -91,6 +95,7 @@ class AddResult(BaseModel):
     observed: list[HeldObservation] = Field(default_factory=list, description="One-off choices kept as observations.")
     promoted: list[StoredPreference] = Field(default_factory=list, description="Preferences made from a choice "
                                              "repeated in enough conversations (also in `stored`).")
+    episodes: int = Field(0, description="Episodes written or revised (where episodic memory is on).")
 
 
 class PreferenceListing(BaseModel):
@@ -117,6 +122,49 @@ Category = Annotated[str, Field(max_length=200, description="A main, sub or deta
 
 class ObservationListing(BaseModel):
     observations: list[HeldObservation]
+
+
+class HeldEpisode(BaseModel):
+    """An episodic memory: a dated thought drawn from a conversation, under ontology tags."""
+
+    id: str
+    text: str
+    tags: list[str]
+    day: date
+    term: str = Field(description="short (its day's session is open) or long (reviewed into long-term memory).")
+    source_turn_ids: list[str] = Field(default_factory=list, description="The turns it came from.")
+
+
+class EpisodeListing(BaseModel):
+    episodes: list[HeldEpisode]
+
+
+class EpisodeRecallResult(BaseModel):
+    retrieved: bool = Field(description="False when memory is not needed for this utterance (nothing to use).")
+    reason: str
+    episodes: list[HeldEpisode]
+    scores: list[float]
+    why: list[str] = Field(default_factory=list, description="Why each episode ranked.")
+
+
+class RememberResult(BaseModel):
+    stored: list[HeldEpisode] = Field(description="Episodes written or revised.")
+    dropped: int = Field(description="Thoughts under no tag the operator allows: not kept.")
+    blocked: int = Field(description="Thoughts under a tag the user opted out of: not kept.")
+
+
+class EpisodeOptOutResult(BaseModel):
+    tag: str
+    purged: list[HeldEpisode]
+
+
+class EpisodeOptInResult(BaseModel):
+    tag: str
+    opted_in: bool
+
+
+Tag = Annotated[str, Field(max_length=300, description="A category, Category/Subcategory or tag of the episodic "
+                                                       "ontology (e.g. 'Recommendations/Places').")]
 
 
 class Binding:
@@ -153,6 +201,8 @@ def _refusals(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except ToolError:
             raise
+        except EpisodicOff as e:   # said without the tenant (the agent never sees the namespace)
+            raise ToolError("episodic memory is not enabled for this memory server's tenant") from e
         except (ValueError, LimitExceeded) as e:
             raise ToolError(str(e)) from e
         except Exception as e:
@@ -225,7 +275,7 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
         r = m.add(conv, ns)
         return AddResult(stored=[sp(p) for p in r.stored], unchanged=sum(d.action == "pass" for d in r.decisions),
                          blocked=len(r.blocked), observed=[ho(o) for o in r.observed],
-                         promoted=[sp(p) for p in r.promoted])
+                         promoted=[sp(p) for p in r.promoted], episodes=len(r.episodes.stored) if r.episodes else 0)
 
     @server.tool()
     @_refusals
@@ -308,11 +358,74 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
         """Erase everything held about the user (only when the user asks to be forgotten); opt-outs stay."""
         return ForgetResult(erased=mem().forget(who()))
 
+    def he(e) -> HeldEpisode:
+        return HeldEpisode(id=e.id, text=e.text, tags=list(e.tags), day=e.day, term=e.term,
+                           source_turn_ids=list(e.source_turn_ids))
+
+    @server.tool()
+    @_refusals
+    def remember_episode(turns: Annotated[list[Turn], Field(min_length=1, max_length=1000)],
+                         day: Optional[date] = None, end_session: bool = False) -> RememberResult:
+        """Remember what happened in a conversation (the user's and your turns, in order) as dated episodes, e.g.
+        what you recommended (where the operator turned episodic memory on)."""
+        ns = who()
+        limits.check_turns(t.text for t in turns)
+        r = mem().remember_episode(Conversation(id="mcp", turns=tuple(turns)), ns, day=day, end_session=end_session)
+        return RememberResult(stored=[he(e) for e in r.stored], dropped=r.dropped, blocked=r.blocked)
+
+    @server.tool()
+    @_refusals
+    def recall_episodes(utterance: str, k: int = 5, since: Optional[date] = None,
+                        until: Optional[date] = None) -> EpisodeRecallResult:
+        """What happened before that helps with what the user just said ("what was that restaurant you suggested on
+        Tuesday?"), best first; nothing when memory is not needed."""
+        ns = who()
+        if not utterance.strip():
+            raise ValueError("utterance must not be empty")
+        limits.check_utterance(utterance)
+        r = mem().episodic_memory.search(utterance, ns, max(1, min(k, 100)), since, until)
+        return EpisodeRecallResult(retrieved=r.retrieved, reason=r.reason, episodes=[he(h.episode) for h in r.hits],
+                                   scores=[h.score for h in r.hits], why=[h.why for h in r.hits])
+
+    @server.tool()
+    @_refusals
+    def list_episodes() -> EpisodeListing:
+        """Every episode held about the user, oldest day first."""
+        return EpisodeListing(episodes=[he(e) for e in mem().episodes(who())])
+
+    @server.tool()
+    @_refusals
+    def delete_episode(episode_id: Annotated[str, Field(max_length=100)]) -> HeldEpisode:
+        """Delete one episode (when the user asks to forget it)."""
+        ns = who()
+        with _unknown("episode", episode_id):
+            return he(mem().delete_episode(ns, episode_id))
+
+    @server.tool()
+    @_refusals
+    def episode_opt_out(tag: Tag) -> EpisodeOptOutResult:
+        """Stop keeping episodes about a topic the user no longer wants remembered; those held are erased."""
+        ns, m = who(), mem()
+        return EpisodeOptOutResult(tag=_tag(m, tag), purged=[he(e) for e in m.episode_opt_out(ns, tag)])
+
+    @server.tool()
+    @_refusals
+    def episode_opt_in(tag: Tag) -> EpisodeOptInResult:
+        """Keep episodes about a topic again (only when the user asks)."""
+        ns, m = who(), mem()
+        return EpisodeOptInResult(tag=_tag(m, tag), opted_in=m.episode_opt_in(ns, tag))
+
     # what each tool accepts: anything else in a call is refused on the wire (see check_frame)
     server.boundmem_arguments = {f.__name__: frozenset(inspect.signature(f).parameters)   # type: ignore[attr-defined]
                                  for f in (add, recall, list_preferences, delete_preference, list_observations,
-                                           confirm_observation, dismiss_observation, opt_out, opt_in, export, forget)}
+                                           confirm_observation, dismiss_observation, opt_out, opt_in, export, forget,
+                                           remember_episode, recall_episodes, list_episodes, delete_episode,
+                                           episode_opt_out, episode_opt_in)}
     return server
+
+
+def _tag(m: Memory, tag: str) -> str:
+    return tag_prefix(m.episodic_memory.ontology, tag)
 
 
 def _renamed(obj: Any, ns: str, user: str) -> Any:

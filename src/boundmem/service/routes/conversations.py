@@ -11,6 +11,7 @@ from ...api_models import ConversationIn, ErrorOut, IngestOut, JobOut, RecallHit
 from ...messages import to_conversation
 from .. import jobs_api
 from ..deps import Limits, Mem, Subj
+from .episodes import episode_result
 from .observations import observation_out
 from .preferences import preference_out
 
@@ -24,18 +25,21 @@ def add_conversation(body: ConversationIn, s: Subj, mem: Mem, limits: Limits,
                          "Answer 202 with a job at once; a worker applies it (durable, in order per user). "
                          "Follow it at GET /v1/users/{user}/jobs/{id}."))] = False) -> IngestOut:
     """Extract preferences from a conversation and store them (all of them or none); one-off choices are kept as
-    observations (`observed`), and one repeated in enough conversations becomes a preference (`promoted`). Over a
+    observations (`observed`), and one repeated in enough conversations becomes a preference (`promoted`). Where
+    episodic memory is on for the tenant, the conversation is also post-thought into episodes of the day `at`
+    names (`episodes`). Over a
     content limit (`max_turns`, `max_turn_chars`, `max_total_chars`): 413 naming it, nothing read or stored. The
     extractor's model or the embedding endpoint failing: 502 naming which, nothing stored."""
     conv = to_conversation(body.turns if body.turns is not None else body.messages, body.id)
     limits.check_turns(t.text for t in conv.turns)
     if run_async:
         return jobs_api.accepted(mem, s.user, s.ns, conv)
-    r = mem.add(conv, s.ns)
+    r = mem.add(conv, s.ns, day=body.at.date() if body.at else None)
     return IngestOut(user=s.user, conversation_id=r.conversation_id, decisions=r.decisions, blocked=r.blocked,
                      stored=[preference_out(mem, p, s.user) for p in r.stored], consent=r.consent,
                      observed=[observation_out(mem, o, s.user) for o in r.observed],
-                     promoted=[preference_out(mem, p, s.user) for p in r.promoted])
+                     promoted=[preference_out(mem, p, s.user) for p in r.promoted],
+                     episodes=episode_result(r.episodes, s) if r.episodes else None)
 
 
 @router.post("/v1/users/{user}/recall", response_model=RecallOut)
