@@ -14,7 +14,7 @@ import json
 import re
 import threading
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from pydantic import BaseModel
 
@@ -80,14 +80,15 @@ class LLMClient:
     summarises it.
     `max_retries` is the number of extra attempts after the first for timeouts, connection errors,
     408/409/429 and 5xx. The wait before retry n (n = 0, 1, ...) is `min(backoff_max, backoff_base * 2**n)`,
-    or the server's Retry-After if it sent one, capped at `backoff_max`.
+    or the server's Retry-After if it sent one, capped at `backoff_max`. `sleep` waits that long (tests pass a
+    recorder so that they never wait on the wall clock).
     """
 
     def __init__(self, model: str = DEFAULT_MODEL, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  timeout: float = 30.0, max_retries: int = 3, *, backoff_base: float = 0.5, backoff_max: float = 8.0,
                  azure_endpoint: Optional[str] = None, azure_api_version: Optional[str] = None,
                  temperature: Optional[float] = 0.0, max_tokens: Optional[int] = None,
-                 usage_log: Optional[str] = None):
+                 usage_log: Optional[str] = None, sleep: Callable[[float], None] = time.sleep):
         import openai  # the optional `llm` extra; imported here so the offline install never needs it
 
         if not model:
@@ -104,6 +105,7 @@ class LLMClient:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.usage_log = usage_log
+        self._sleep = sleep
         self.usage = LLMUsage()
         self._lock = threading.Lock()
         self.endpoint = _public_url(azure_endpoint or base_url or OPENAI_URL)
@@ -293,7 +295,7 @@ class LLMClient:
             if attempt >= self.max_retries:
                 self._failed()
                 raise failure from None
-            time.sleep(self.backoff(attempt, retry_after))
+            self._sleep(self.backoff(attempt, retry_after))
             attempt += 1
             self._count(retries=1)
 
