@@ -3,7 +3,7 @@
 Why not call the SDK directly from the extractor and maintainer: both need the same three things
 the SDK leaves to the caller, and they must behave identically everywhere:
 - retries that are bounded and cheap to test (the SDK's own retries are switched off so that the
-  backoff, the retry count and the final exception type are ours);
+  backoff, the retry count and the final exception type are ours; tenacity runs them, with our policy);
 - tool calls turned into plain dicts, with a typed error when the model answers without a tool
   call or with arguments that are not JSON (local servers do both);
 - token and retry accounting for the benchmark.
@@ -17,6 +17,8 @@ import time
 from typing import Any, Callable, Optional, Sequence
 
 from pydantic import BaseModel
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity.wait import wait_base
 
 from ..config import LLMSettings
 from ..errors import ConfigError
@@ -106,6 +108,7 @@ class LLMClient:
         self.max_tokens = max_tokens
         self.usage_log = usage_log
         self._sleep = sleep
+        self._wait = _RetryAfterOrExponential(self.backoff_base, self.backoff_max)
         self.usage = LLMUsage()
         self._lock = threading.Lock()
         self.endpoint = _public_url(azure_endpoint or base_url or OPENAI_URL)
@@ -214,9 +217,9 @@ class LLMClient:
     # --- retry and accounting -------------------------------------------------------------------
     def backoff(self, retry: int, retry_after: Optional[float] = None) -> float:
         """Seconds to wait before retry number `retry` (0-based); never more than backoff_max."""
-        if retry_after is not None and retry_after >= 0:
-            return min(self.backoff_max, retry_after)
-        return min(self.backoff_max, self.backoff_base * (2 ** retry))
+        state = RetryCallState(None, None, (), {})
+        state.attempt_number = retry + 1
+        return self._wait.seconds(state, retry_after)
 
     def _count(self, **inc: int) -> None:
         with self._lock:
@@ -252,52 +255,55 @@ class LLMClient:
             pass  # accounting must never break a call
 
     def _create(self, **params: Any):
-        oa = self._openai
         self._count(calls=1)
-        attempt = 0
         if self.max_tokens is not None:
             params.setdefault("max_tokens", self.max_tokens)
-        while True:
-            self._count(requests=1)
-            retry_after: Optional[float] = None
-            started = time.monotonic()
-            try:
-                if self.temperature is not None:
-                    params.setdefault("temperature", self.temperature)
-                resp = self._sdk.chat.completions.create(model=self.model, **params)
-            except oa.APITimeoutError:
-                self._log(params, time.monotonic() - started, "timeout")
-                failure = self._error(LLMTimeout, f"no answer within {self.timeout:g} s after {attempt + 1} attempt(s)")
-            except oa.APIConnectionError as e:
-                self._log(params, time.monotonic() - started, "connection error")
-                failure = self._error(LLMError, f"cannot reach the endpoint after {attempt + 1} attempt(s): {e.__cause__ or e}")
-            except oa.APIStatusError as e:
-                status = e.status_code
-                self._log(params, time.monotonic() - started, f"http {status}")
-                failure = self._error(LLMError, f"HTTP {status} after {attempt + 1} attempt(s): {e.message}", status)
-                if status not in RETRY_STATUS and status < 500:
-                    self._failed()
-                    raise failure from None
-                retry_after = _retry_after(e.response)
-            except (oa.APIResponseValidationError, ValueError, RecursionError) as e:   # not JSON, undecodable, too deep
-                # a 200 whose body is not a chat completion: retrying the same request rarely helps
-                self._failed()
-                raise self._error(LLMOutputError, f"the endpoint returned a body that is not a chat completion: "
-                                                  f"{type(e).__name__}: {str(e)[:200]}") from None
-            else:
-                took = time.monotonic() - started
-                self._log(params, took, "ok", resp)
-                u = getattr(resp, "usage", None)
-                if u is not None:
-                    self._count(prompt_tokens=int(getattr(u, "prompt_tokens", 0) or 0),
-                                completion_tokens=int(getattr(u, "completion_tokens", 0) or 0))
-                return resp
-            if attempt >= self.max_retries:
+        if self.temperature is not None:
+            params.setdefault("temperature", self.temperature)
+        retrying = Retrying(stop=stop_after_attempt(self.max_retries + 1), wait=self._wait,
+                            retry=retry_if_exception_type(_Transient), sleep=self._sleep,
+                            before_sleep=lambda _: self._count(retries=1), reraise=True)
+        try:
+            for attempt in retrying:
+                with attempt:
+                    return self._attempt(params, attempt.retry_state.attempt_number)
+        except _Transient as t:
+            self._failed()
+            raise t.failure from None
+        raise AssertionError("tenacity ended without a result or an exception")  # pragma: no cover
+
+    def _attempt(self, params: dict, n: int):
+        """One request; a failure worth retrying comes back as _Transient, any other as the LLMError to raise."""
+        oa = self._openai
+        self._count(requests=1)
+        started = time.monotonic()
+        try:
+            resp = self._sdk.chat.completions.create(model=self.model, **params)
+        except oa.APITimeoutError:
+            self._log(params, time.monotonic() - started, "timeout")
+            raise _Transient(self._error(LLMTimeout, f"no answer within {self.timeout:g} s after {n} attempt(s)")) from None
+        except oa.APIConnectionError as e:
+            self._log(params, time.monotonic() - started, "connection error")
+            raise _Transient(self._error(LLMError, f"cannot reach the endpoint after {n} attempt(s): {e.__cause__ or e}")) from None
+        except oa.APIStatusError as e:
+            status = e.status_code
+            self._log(params, time.monotonic() - started, f"http {status}")
+            failure = self._error(LLMError, f"HTTP {status} after {n} attempt(s): {e.message}", status)
+            if status not in RETRY_STATUS and status < 500:
                 self._failed()
                 raise failure from None
-            self._sleep(self.backoff(attempt, retry_after))
-            attempt += 1
-            self._count(retries=1)
+            raise _Transient(failure, _retry_after(e.response)) from None
+        except (oa.APIResponseValidationError, ValueError, RecursionError) as e:   # not JSON, undecodable, too deep
+            # a 200 whose body is not a chat completion: retrying the same request rarely helps
+            self._failed()
+            raise self._error(LLMOutputError, f"the endpoint returned a body that is not a chat completion: "
+                                              f"{type(e).__name__}: {str(e)[:200]}") from None
+        self._log(params, time.monotonic() - started, "ok", resp)
+        u = getattr(resp, "usage", None)
+        if u is not None:
+            self._count(prompt_tokens=int(getattr(u, "prompt_tokens", 0) or 0),
+                        completion_tokens=int(getattr(u, "completion_tokens", 0) or 0))
+        return resp
 
     def _message(self, resp):
         choices = getattr(resp, "choices", None)
@@ -328,6 +334,31 @@ class LLMClient:
             raise LLMBadArguments(f"arguments of tool {name!r} are a JSON {type(args).__name__}, not an object",
                                   raw=text, tool=name, model=self.model, endpoint=self.endpoint)
         return args
+
+
+class _Transient(Exception):
+    """A failed attempt worth another: the error to raise if it is the last, and the server's Retry-After."""
+
+    def __init__(self, failure: LLMError, retry_after: Optional[float] = None):
+        super().__init__(str(failure))
+        self.failure, self.retry_after = failure, retry_after
+
+
+class _RetryAfterOrExponential(wait_base):
+    """tenacity's capped exponential wait (base * 2**n), unless the server sent a Retry-After (capped as well)."""
+
+    def __init__(self, base: float, cap: float):
+        self.cap = cap
+        self.exponential = wait_exponential(multiplier=base, max=cap)
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        failed = retry_state.outcome.exception() if retry_state.outcome else None
+        return self.seconds(retry_state, getattr(failed, "retry_after", None))
+
+    def seconds(self, retry_state: RetryCallState, retry_after: Optional[float]) -> float:
+        if retry_after is not None and retry_after >= 0:
+            return min(self.cap, retry_after)
+        return self.exponential(retry_state)
 
 
 def _retry_after(response) -> Optional[float]:
