@@ -180,3 +180,26 @@ def test_no_range_ends_after_the_anchor_or_starts_after_it_ends(anchor):
         # an explicit year is taken as said; "in <this month>" is the whole month
         if r is not None and not re.search(r"\d{4}", text) and not text.lower().startswith("in "):
             assert r.start <= r.end <= anchor, (text, anchor, r)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("I left two days ago", (D(2023, 5, 5), D(2023, 5, 5), "two days ago")),
+    ("about two days ago", (D(2023, 5, 5), D(2023, 5, 5), "two days ago")),
+    ("we ate sushi three days ago, I think", (D(2023, 5, 4), D(2023, 5, 4), "three days ago")),
+    ("may the 4th", (D(2023, 5, 4), D(2023, 5, 4), "may the 4th")),
+    ("in Feb", (D(2023, 2, 1), D(2023, 2, 28), "in feb")),
+    ("11/31", None), ("Feb 29", None), ("2023-02-30", None), ("lately, two weeks ago", None),
+])
+def test_more_phrases_as_before(text, expected):
+    _check(text, A, expected)
+
+
+@pytest.mark.parametrize("text,expected", [
+    # dateparser reads any day count said in words (the old table stopped at ten and read "twenty one" as one)
+    ("twenty one days ago", (D(2023, 4, 16), D(2023, 4, 16), "twenty one days ago")),
+    ("twenty-one days ago", (D(2023, 4, 16), D(2023, 4, 16), "twenty-one days ago")),
+    ("twelve days ago", (D(2023, 4, 25), D(2023, 4, 25), "twelve days ago")),
+    ("a day ago", (D(2023, 5, 6), D(2023, 5, 6), "a day ago")),
+])
+def test_day_counts_in_words(text, expected):
+    _check(text, A, expected)
