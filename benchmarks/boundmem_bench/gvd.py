@@ -25,17 +25,18 @@ from .gvd_data import GVDDataError, GVDDataset, load_gvd
 from .gvd_eval import ABSTENTION, evaluate_question
 from .report import Report, Stopwatch, fmt, machine_info, plot_lines, progress, ratio, timing_section, write_json
 
-DEFAULT_SYSTEMS = ("caim", "caim-nocontroller", "caim-notags", "caim-nodates", "caim-nofilter", "caim-raw",
-                   "memorybank", "memorybank-forget", "tim")
+DEFAULT_SYSTEMS = ("caim", "caim-nocontroller", "caim-notags", "caim-nodates", "caim-nofilter", "caim-nosources",
+                   "caim-raw", "memorybank", "memorybank-forget", "tim")
 EMBEDDERS = EMBEDDER_REGISTRY.choices()
 NO_LLM_MODE = "extractive answer (no LLM)"
 SYSTEM_NOTES = {
-    "caim": "CAIM: memory controller + dense pool re-ranked by tag/date bonuses + relevance cutoff + post-thinking "
-            "(src/boundmem/caim).",
+    "caim": "CAIM: memory controller + dense pool (thoughts scored by the best of their text and their source turns, "
+            "day summaries) re-ranked by tag/date bonuses + relevance cutoff + post-thinking (src/boundmem/caim).",
     "caim-nocontroller": "CAIM ablation: no memory controller (always retrieves).",
     "caim-notags": "CAIM ablation: no tag bonus (query not tagged).",
     "caim-nodates": "CAIM ablation: no date bonus (dates in the query ignored).",
     "caim-nofilter": "CAIM ablation: no relevance cutoff (the top k of the re-ranked pool, however far).",
+    "caim-nosources": "CAIM ablation: thoughts only (no source turns kept beside them, no day summaries).",
     "caim-raw": "CAIM ablation: no post-thinking; long-term memory holds the raw turns (<= 400-character pieces).",
     "memorybank": "MemoryBank: turn documents + daily summaries, cosine top-k, no forgetting.",
     "memorybank-forget": "MemoryBank with forgetting R = exp(-t/S), fixed seed.",
@@ -61,6 +62,7 @@ def system_factories() -> dict[str, Callable[[Any, Any, Path, int], DialogueMemo
         "caim-notags": lambda e, l, w, s: _rename(_caim(e, l, w, tags=False), "caim-notags"),
         "caim-nodates": lambda e, l, w, s: _rename(_caim(e, l, w, dates=False), "caim-nodates"),
         "caim-nofilter": lambda e, l, w, s: _rename(_caim(e, l, w, relevance_filter=False), "caim-nofilter"),
+        "caim-nosources": lambda e, l, w, s: _rename(_caim(e, l, w, sources=False), "caim-nosources"),
         "caim-raw": lambda e, l, w, s: _rename(_caim(e, l, w, postthink=False), "caim-raw"),
         "memorybank": lambda e, l, w, s: MemoryBank(e, l, forgetting=False, seed=s),
         "memorybank-forget": lambda e, l, w, s: MemoryBank(e, l, forgetting=True, seed=s),

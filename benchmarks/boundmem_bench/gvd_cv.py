@@ -7,7 +7,8 @@ figure of the shipped defaults. MemoryBank runs on the same users and folds; it 
 figures are plain held-out scores under identical conditions (same embedder, same k, same questions).
 
 Knobs (`Grid`): the tagger margin (changes what is stored: one ingest per value), the dense pool size, the tag and
-date bonuses, the relevance cutoff and the controller's near-memory threshold. The choice rule on the training users:
+date bonuses, the relevance cutoff, the controller's near-memory threshold, and whether a thought is also scored by its
+source turns' words and day summaries are ranked (`source_weight`, `summary_weight`: 0 or 1). The choice rule on the training users:
 highest hit@k, then highest MRR, then the most selective among the ties (lowest retrieval rate on `NEGATIVES`, chit-chat
 that no stored memory should answer, then fewest items returned), then the lowest near-memory threshold (declining
 should be the exception). The cutoff and the near-memory threshold cannot raise hit@k; the tie-breaks set them: the
@@ -64,6 +65,8 @@ class Grid:
     date_bonus: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.3, 0.45)
     cutoff: tuple[float, ...] = (-1.0, 0.1, 0.15, 0.2, 0.25, 0.3)
     near: tuple[float, ...] = (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
+    source_weight: tuple[float, ...] = (0.0, 1.0)  # 0: a thought is scored by its own text only
+    summary_weight: tuple[float, ...] = (0.0, 1.0)  # 0: no day-summary units
 
 
 def leave_users_out_folds(users: Sequence[str], n_folds: int = 5, seed: int = 0) -> list[tuple[list[str], list[str]]]:
@@ -100,7 +103,7 @@ def _ingest(make_caim: Callable[..., Any], name: str, margin: Optional[float], d
     for q in questions:
         ctx = caim.prepare(q.user, q.question, today)
         v.ctxs.append(ctx)
-        v.relevant.append({t.id for t in ctx.thoughts
+        v.relevant.append({t.id for t in ctx.units
                            if covered_evidence(MemoryItem(id=t.id, text=t.text, source_turn_ids=t.source_turn_ids,
                                                           timestamp=t.timestamp), q.gold)})
     for u in users:
@@ -135,15 +138,17 @@ def _table(variants: list[_Variant], grid: Grid, k: int, questions: list, contro
 
     settings, hits, rrs, ns = [], [], [], []
     for v in variants:
-        for pool, tb, db, cut in itertools.product(grid.pool, grid.tag_bonus, grid.date_bonus, grid.cutoff):
-            p = RetrievalParams(pool=pool, tag_bonus=tb, date_bonus=db, cutoff=cut, near=0.0)
+        for pool, tb, db, cut, sw, mw in itertools.product(grid.pool, grid.tag_bonus, grid.date_bonus, grid.cutoff,
+                                                           grid.source_weight, grid.summary_weight):
+            p = RetrievalParams(pool=pool, tag_bonus=tb, date_bonus=db, cutoff=cut, near=0.0, source_weight=sw,
+                                summary_weight=mw)
             row_h, row_r, row_n = [], [], []
             for ctx, rel in zip(v.ctxs, v.relevant):
                 items = v.caim.rank(ctx, k, p)
                 h, r = _score(items, rel)
                 row_h.append(h), row_r.append(r), row_n.append(len(items))
             settings.append({"variant": v.name, "tag_margin": v.margin, "pool": pool, "tag_bonus": tb,
-                             "date_bonus": db, "cutoff": cut})
+                             "date_bonus": db, "cutoff": cut, "source_weight": sw, "summary_weight": mw})
             hits.append(row_h), rrs.append(row_r), ns.append(row_n)
     nears: list = list(grid.near) if controller else [None]
     base = variants[0]
@@ -274,10 +279,19 @@ def run_cv(data: GVDDataset, embedder: Any, k: int = 5, n_folds: int = 5, seed: 
         abl["dates off"] = _cv(_table(variants, Grid(**{**asdict(grid), "date_bonus": (0.0,)}), k, questions), folds)
         abl["relevance filter off"] = _cv(_table(variants, Grid(**{**asdict(grid), "cutoff": (-1.0,)}), k,
                                                  questions), folds)
+        abl["source turns off (thought text only)"] = _cv(_table(variants, Grid(**{**asdict(grid), "source_weight": (
+            0.0,)}), k, questions), folds)
+        abl["day summaries off"] = _cv(_table(variants, Grid(**{**asdict(grid), "summary_weight": (0.0,)}), k,
+                                              questions), folds)
+        abl["source turns and day summaries off (CAIM before #20)"] = _cv(_table(variants, Grid(**{
+            **asdict(grid), "source_weight": (0.0,), "summary_weight": (0.0,)}), k, questions), folds)
         dense = Grid(tag_margin=(DEFAULT_TAG_MARGIN,), pool=(0,), tag_bonus=(0.0,), date_bonus=(0.0,),
-                     cutoff=(-1.0,), near=(0.0,))
-        abl["dense only (no controller, tags, dates, filter)"] = _cv(_table(base, dense, k, questions,
-                                                                            controller=False), folds)
+                     cutoff=(-1.0,), near=(0.0,), source_weight=(0.0,), summary_weight=(0.0,))
+        abl["dense only over thoughts (no controller, tags, dates, filter)"] = _cv(_table(base, dense, k, questions,
+                                                                                          controller=False), folds)
+        dense_src = Grid(**{**asdict(dense), "source_weight": (1.0,), "summary_weight": (1.0,)})
+        abl["dense only over thoughts, source turns and day summaries"] = _cv(_table(base, dense_src, k, questions,
+                                                                                     controller=False), folds)
         raw = _ingest(make, "raw turns", DEFAULT_TAG_MARGIN, data, users, questions, today, postthink=False)
         abl["post-thinking off (raw turns)"] = _cv(_table([raw], grid, k, questions), folds)
         out["ablations"] = abl
@@ -313,7 +327,7 @@ def cv_section(rep: Any, cv: dict) -> None:
                 _f(c["all_users_in_sample_mrr"]), "", ""),
                ("MemoryBank (no knobs)", _f(mb["in_sample_hit"]), _ms(mb["hit"]), _f(mb["in_sample_hit"]),
                 _f(mb["in_sample_mrr"]), _ms(mb["mrr"]), _f(mb["in_sample_mrr"]))])
-    rep.table(["fold", "test users", "chosen (margin, pool, tag, date, cutoff, near)", f"CAIM test hit@{k}",
+    rep.table(["fold", "test users", "chosen (margin, pool, tag, date, cutoff, near, source, summary)", f"CAIM test hit@{k}",
                f"MemoryBank test hit@{k}", "CAIM test MRR", "MemoryBank test MRR"],
               [(i + 1, ", ".join(f["test"]), _knobs(f["chosen"]), _f(f["test_hit"]), _f(m["test_hit"]),
                 _f(f["test_mrr"]), _f(m["test_mrr"])) for i, (f, m) in enumerate(zip(c["folds"], mb["folds"]))])
@@ -330,4 +344,5 @@ def cv_section(rep: Any, cv: dict) -> None:
 
 def _knobs(ch: dict) -> str:
     return (f"{ch.get('tag_margin')}, {ch['pool'] or 'all'}, {ch['tag_bonus']}, {ch['date_bonus']}, "
-            f"{'off' if ch['cutoff'] < 0 else ch['cutoff']}, {'off' if ch['near'] is None else ch['near']}")
+            f"{'off' if ch['cutoff'] < 0 else ch['cutoff']}, {'off' if ch['near'] is None else ch['near']}, "
+            f"{ch.get('source_weight', 0.0)}, {ch.get('summary_weight', 0.0)}")

@@ -193,12 +193,15 @@ def test_llm_answer_path_is_scored_with_polarity(shared_data):
 def test_harness_runs_caim_and_its_ablations(shared_data, tmp_path, hash_embedder):
     from boundmem_bench.gvd import run_gvd
 
-    res = run_gvd(shared_data / "gvd", None, tmp_path, ["caim", "caim-nocontroller", "caim-nofilter"], k=5,
-                  embedder=hash_embedder, users=["Emily"], show_progress=False, strict=True)
+    names = ["caim", "caim-nocontroller", "caim-nofilter", "caim-nosources"]
+    res = run_gvd(shared_data / "gvd", None, tmp_path, names, k=5, embedder=hash_embedder, users=["Emily"],
+                  show_progress=False, strict=True)
     summ = {s["system"]: s for s in res["summary"]}
-    assert set(summ) == {"caim", "caim-nocontroller", "caim-nofilter"} and res["skipped"] == {}
+    assert set(summ) == set(names) and res["skipped"] == {}
     assert summ["caim-nocontroller"]["retrieval_rate"] == 1.0  # without a controller every question retrieves
-    assert summ["caim"]["storage_items"] > 0 and summ["caim"]["raw_chars"] > summ["caim"]["storage_chars"]
+    # the same thoughts; the kept source turns are counted in the storage figure
+    assert summ["caim"]["storage_items"] == summ["caim-nosources"]["storage_items"] > 0
+    assert summ["caim-nosources"]["storage_chars"] < summ["caim"]["raw_chars"] < summ["caim"]["storage_chars"]
     rows = json.loads((tmp_path / "results.json").read_text())["questions"]["caim"]
     assert all(r["answer"] == (r["items"][0]["text"] if r["retrieved"] and r["items"] else "I don't remember that.")
                for r in rows if len(r["items"][0]["text"] if r["items"] else "") < 400)
@@ -251,7 +254,8 @@ def test_cv_table_equals_the_real_retrieve_path(shared_data, hash_embedder):
     t = gvd_cv._table([v], grid, 5, qs)
     for row, st in enumerate(t.settings):
         p = RetrievalParams(pool=st["pool"], tag_bonus=st["tag_bonus"], date_bonus=st["date_bonus"],
-                            cutoff=st["cutoff"], near=0.3)
+                            cutoff=st["cutoff"], near=0.3, source_weight=st["source_weight"],
+                            summary_weight=st["summary_weight"])
         real = CAIM(embedder=hash_embedder, params=p)
         for u in users:
             for s in data.users[u].sessions:

@@ -1,4 +1,5 @@
-"""Local post-thinking: sessions become short tagged third-person thoughts with provenance, never dialogue."""
+"""Local post-thinking: sessions become short tagged third-person thoughts with provenance, never dialogue (the
+source turns are kept apart, as retrieval keys, unless `sources=False`)."""
 import json
 import re
 from datetime import date
@@ -52,11 +53,26 @@ def test_gvd_user_becomes_tagged_thoughts_with_sources_and_no_dialogue(shared_da
     assert sum(1 for t in thoughts if t.tags) >= 0.6 * len(thoughts)
     _assert_no_verbatim(thoughts, all_turns)
     raw_chars = sum(len(t.query) + len(t.response) for t in all_turns)
-    assert m.storage("emily").chars < 0.7 * raw_chars  # compressed, not a copy
+    assert sum(len(t.text) for t in thoughts) < 0.7 * raw_chars  # compressed, not a copy
+    # the cited turns are kept beside the thoughts and counted in the storage figure
+    kept = m.turns("emily")
+    assert {t.id for _, t in kept} == {s for t in thoughts for s in t.source_turn_ids}
+    assert m.storage("emily").chars == sum(len(t.text) for t in thoughts) + sum(
+        len(t.query) + len(t.response) for _, t in kept)
     # the AI's recommendation on 2023-04-27#2 is remembered as such, with its source
     rec = [t for t in thoughts if "Little Prince" in t.text]
     assert rec and rec[0].text.startswith("AI recommended") and "2023-04-27#2" in rec[0].source_turn_ids
     assert any(t.tags and t.tags[0].startswith("Recommendations/") for t in rec)
+
+
+def test_without_sources_nothing_verbatim_is_stored(shared_data):
+    m = CAIM(sources=False)
+    sessions = _gvd_sessions(shared_data, "Emily")
+    for day, turns in sessions:
+        m.add_session("emily", day, turns)
+    raw_chars = sum(len(t.query) + len(t.response) for _, ts in sessions for t in ts)
+    assert m.turns("emily") == []
+    assert m.storage("emily").chars < 0.7 * raw_chars
 
 
 def test_first_person_becomes_third_person_and_filler_goes():

@@ -57,6 +57,16 @@ class RetrievalParams:
     date_bonus: float = 0.1  # when the thought's day is in the named date range
     cutoff: float = 0.25  # relevance filter on cosine + bonuses; -1 = off
     near: float = 0.35  # controller: retrieve when the best cosine to a stored thought reaches this
+    source_weight: float = 0.0  # a thought's cosine is max(own, source_weight x best source turn's); 0 = thought only
+    summary_weight: float = 0.0  # x cosine of a day-summary unit (caim.sources); 0 = no summaries
+
+
+def with_sources(cos: np.ndarray, src_cos: np.ndarray, weight: float) -> np.ndarray:
+    """A thought scored by the best of its own text and its source turns' text (weighted); `src_cos` is -1 where a
+    thought has no kept source."""
+    if weight <= 0 or len(cos) == 0:
+        return cos
+    return np.maximum(cos, weight * src_cos).astype(np.float32)
 
 
 def tag_similarity(query_tags: Sequence[str], thought_tags: Sequence[str]) -> float:

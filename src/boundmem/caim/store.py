@@ -1,8 +1,11 @@
-"""CAIM's SQLite file: per-user short-term memory (the open session) and long-term thoughts.
+"""CAIM's SQLite file: per-user short-term memory (the open session), long-term thoughts and their source turns.
 
 Its own tables (prefixed caim_) so it can share a file with the preference store or live alone, and so the
 `boundmem caim` CLI works across processes. Every query carries the user id, and each post-thinking run is one
 IMMEDIATE transaction: a crash or a bad LLM reply mid-way leaves long-term memory as it was.
+`caim_turns` holds the dialogue turns that long-term thoughts cite as their sources (their own words are a retrieval
+key beside the compressed thought, see `caim.sources`); a turn no thought cites any more is deleted with
+`prune_turns`, and `forget` erases them with the rest.
 """
 from __future__ import annotations
 
@@ -32,6 +35,9 @@ CREATE INDEX IF NOT EXISTS caim_thoughts_user ON caim_thoughts(user, day);
 CREATE TABLE IF NOT EXISTS caim_stm (
   user TEXT NOT NULL REFERENCES caim_users(id), seq INTEGER NOT NULL, day TEXT NOT NULL, turn_id TEXT NOT NULL,
   query TEXT NOT NULL, response TEXT NOT NULL, PRIMARY KEY (user, seq));
+CREATE TABLE IF NOT EXISTS caim_turns (
+  user TEXT NOT NULL REFERENCES caim_users(id), turn_id TEXT NOT NULL, day TEXT NOT NULL, query TEXT NOT NULL,
+  response TEXT NOT NULL, PRIMARY KEY (user, turn_id));
 """
 _COLS = "id, user, text, tags, day, sources, created_at, updated_at"
 
@@ -100,8 +106,36 @@ class CAIMTx:
     def clear_stm(self) -> int:
         return self.con.execute("DELETE FROM caim_stm WHERE user=?", (self.user,)).rowcount
 
+    # source turns of long-term thoughts
+    def turns(self) -> list[tuple[date, DialogueTurn]]:
+        rows = self.con.execute("SELECT day, turn_id, query, response FROM caim_turns WHERE user=? ORDER BY day, rowid",
+                                (self.user,))
+        return [(date.fromisoformat(r[0]), DialogueTurn(id=r[1], query=r[2], response=r[3])) for r in rows]
+
+    def keep_turns(self, turns: list[tuple[date, DialogueTurn]]) -> None:
+        """Store turns as sources (a turn id already held keeps its first text: ids are unique per user)."""
+        self._ensure_user()
+        self.con.executemany("INSERT OR IGNORE INTO caim_turns(user, turn_id, day, query, response) VALUES (?,?,?,?,?)",
+                             [(self.user, t.id, d.isoformat(), t.query, t.response) for d, t in turns])
+
+    def prune_turns(self) -> int:
+        """Delete the stored turns no thought cites (their thought was superseded); returns how many."""
+        cited = {s for t in self.thoughts() for s in t.source_turn_ids}
+        stale = [r[0] for r in self.con.execute("SELECT turn_id FROM caim_turns WHERE user=?", (self.user,))
+                 if r[0] not in cited]
+        self.con.executemany("DELETE FROM caim_turns WHERE user=? AND turn_id=?", [(self.user, i) for i in stale])
+        return len(stale)
+
+    def turn_ids_on(self, day: date) -> list[str]:
+        """Ids of the stored and open-session turns of one day (a new turn's index must not reuse one)."""
+        rows = self.con.execute("SELECT turn_id FROM caim_turns WHERE user=? AND day=? UNION "
+                                "SELECT turn_id FROM caim_stm WHERE user=? AND day=?",
+                                (self.user, day.isoformat(), self.user, day.isoformat()))
+        return [r[0] for r in rows]
+
     def forget(self) -> int:
         n = self.con.execute("DELETE FROM caim_thoughts WHERE user=?", (self.user,)).rowcount
+        self.con.execute("DELETE FROM caim_turns WHERE user=?", (self.user,))
         self.clear_stm()
         self.con.execute("DELETE FROM caim_users WHERE id=?", (self.user,))
         self.erased = True
@@ -161,6 +195,10 @@ class CAIMStore:
     def stm(self, user: str) -> list[tuple[date, DialogueTurn]]:
         with self.tx(user) as t:
             return t.stm()
+
+    def turns(self, user: str) -> list[tuple[date, DialogueTurn]]:
+        with self.tx(user) as t:
+            return t.turns()
 
     def users(self) -> list[str]:
         with self._lock:

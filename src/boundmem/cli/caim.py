@@ -137,7 +137,8 @@ def recall(query: str, user: str = USER, db: str = DB, today: Optional[str] = ty
 
 @app.command()
 def thoughts(user: str = USER, db: str = DB, as_json: bool = typer.Option(False, "--json")):
-    """Everything long-term memory holds about the user (no verbatim dialogue is stored)."""
+    """Everything long-term memory holds about the user: the thoughts (the turns they cite are kept beside them as
+    retrieval keys and erased by forget)."""
     from ..caim.store import CAIMStore
 
     store = CAIMStore(db)
