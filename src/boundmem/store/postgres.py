@@ -147,8 +147,12 @@ def _prefix_sql(prefix: str) -> tuple[str, list[str]]:
 
 
 # a preference lies under an opt-out if the prefix is its main, main/sub or main/sub/detail (store.base.blocking_rule)
-_NOT_OPTED_OUT = ("NOT EXISTS (SELECT 1 FROM opt_outs o WHERE o.subject=%s AND o.prefix IN "
-                  "(main, main || '/' || sub, main || '/' || sub || '/' || detail))")
+# The user's opt-outs are read first and passed in, not joined: opt_outs is keyed by the user's pseudonym and
+# preferences by the user id, so one query over both would touch two shards where the tables are distributed by
+# user (Citus); two single-key queries are each routed to one shard. (An opt-out purges its rows in the same
+# transaction, so reading it a moment earlier never lets an opted-out row through.)
+_NOT_OPTED_OUT = ("NOT (main = ANY(%s) OR (main || '/' || sub) = ANY(%s) "
+                  "OR (main || '/' || sub || '/' || detail) = ANY(%s))")
 
 
 def _vec(row_value: Any) -> np.ndarray:
@@ -356,9 +360,11 @@ class PostgresStore(SingleWrites, EpisodeReads):
         if k <= 0:
             return []
         try:
+            opted = self.opt_outs(user)
+            where, params = ("user_id=%s", (user,)) if not opted else \
+                (f"user_id=%s AND {_NOT_OPTED_OUT}", (user, opted, opted, opted))
             rows = self._query(f"SELECT {_COLS}, embedding <#> %s AS d FROM preferences "
-                               f"WHERE user_id=%s AND {_NOT_OPTED_OUT} ORDER BY d, created_at, seq LIMIT %s",
-                               (q, user, self.keys.subject(user), k))
+                               f"WHERE {where} ORDER BY d, created_at, seq LIMIT %s", (q, *params, k))
         except psycopg.errors.DataException as e:
             if "dimensions" not in str(e):
                 raise
