@@ -42,6 +42,16 @@ class EchoExtractor:
         return Extraction(candidates=[Candidate(path=self.path, attribute=text, sentence=f"I like {text}")])
 
 
+class Clock:
+    """The queue's clock, moved by the test (past a backoff or a dead worker's lease) instead of slept through."""
+
+    def __init__(self, now: float = 1_000_000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def conv(cid: str, text: str) -> Conversation:
     return Conversation(id=cid, turns=(Turn(role="user", text=text),))
 
@@ -58,7 +68,7 @@ def mem(tmp_path, schema, hash_embedder):
 def test_submit_returns_at_once_and_the_worker_applies_it(mem):
     job = mem.submit(conv("c1", "Italian"), "alice")
     assert job.status == "pending"
-    done = mem.wait(job.id, timeout=10)
+    done = mem.wait(job.id, timeout=None)
     assert done.status == "done" and done.attempts == 1 and done.finished_at is not None
     assert [p.attribute for p in mem.preferences("alice")] == ["Italian"]
     assert done.result["decisions"][0]["action"] == "insert"
@@ -97,13 +107,13 @@ def test_jobs_of_one_user_apply_in_order_even_with_two_workers(tmp_path, schema,
     for i, t in enumerate(temps):          # single-preference category: each one replaces the last
         mems[0].jobs.submit("u", conv(f"c{i}", t))
         mems[0].jobs.submit(f"other{i}", conv(f"o{i}", t))
-    threads = [threading.Thread(target=m.jobs.drain, args=(m,), kwargs={"timeout": 30}) for m in mems]
+    threads = [threading.Thread(target=m.jobs.drain, args=(m,)) for m in mems]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
-    for m in mems:
-        m.jobs.drain(m, timeout=10)
+    for m in mems:   # what one worker left while the other held the user's running job
+        m.jobs.drain(m)
     assert mems[0].jobs.pending() == 0
     assert [p.attribute for p in mems[0].preferences("u")] == [temps[-1]]
     applied = [a.cause.split()[3].rstrip(":") for a in mems[0].store.audit("u") if a.op in ("insert", "update")]
@@ -147,14 +157,16 @@ def test_a_failing_job_is_recorded_and_the_users_next_job_runs(mem):
 
 
 def test_a_busy_store_is_retried_later_and_keeps_the_order(mem):
-    mem.jobs.backoff = 0.01
+    clock = Clock()
+    mem.jobs.clock, mem.jobs.backoff = clock, 1.0
     mem.extractor.busy_once = {"Pho"}
     first = mem.jobs.submit("u", conv("c1", "Pho"))
     second = mem.jobs.submit("u", conv("c2", "Ramen"))
-    end = time.monotonic() + 10
-    while mem.jobs.pending() and time.monotonic() < end:
-        mem.jobs.drain(mem)
-        time.sleep(0.02)
+    assert mem.jobs.drain(mem) == 1                       # Pho: busy, put back for later; Ramen waits behind it
+    assert mem.job(first.id).status == "pending" and mem.job(second.id).status == "pending"
+    assert mem.jobs.drain(mem) == 0                       # not before its backoff is over
+    clock.now += 1.0
+    assert mem.jobs.drain(mem) == 2
     assert mem.job(first.id).status == "done" and mem.job(first.id).attempts == 2
     assert mem.job(second.id).finished_at >= mem.job(first.id).finished_at
     assert [p.attribute for p in mem.preferences("u")] == ["Pho", "Ramen"]
@@ -260,10 +272,8 @@ def test_kill_9_with_jobs_pending_loses_none(tmp_path, schema, hash_embedder):
                embedder=hash_embedder)
     before = m.jobs.pending()
     assert 0 < before <= n
-    end = time.monotonic() + 20
-    while m.jobs.pending() and time.monotonic() < end:   # a job the killed worker held comes back after its lease
-        m.jobs.drain(m)
-        time.sleep(0.1)
+    m.jobs.clock = Clock(time.time() + 3600)             # an hour on: the killed worker's lease is long over
+    assert m.jobs.drain(m) == before                     # the job it held comes back, and every pending one runs
     assert m.jobs.pending() == 0
     assert sorted(p.attribute for p in m.preferences("u")) == sorted(f"dish{i}" for i in range(n))
     ops = [e.op for e in m.store.audit("u")]

@@ -255,14 +255,14 @@ class Client(_Ops):
     def _call(self, method: str, path: str, model: Any, **kw):
         return _parse(self._http.request(method, self._base + path, headers=self._headers, **kw), model)
 
-    def wait_job(self, user: str, job_id: str, timeout: float = 30.0, poll: float = 0.05) -> JobOut:
-        """Poll until the job is done or failed (TimeoutError after `timeout`)."""
-        end = time.monotonic() + timeout
+    def wait_job(self, user: str, job_id: str, timeout: Optional[float] = 30.0, poll: float = 0.05) -> JobOut:
+        """Poll until the job is done or failed (TimeoutError after `timeout`; `None`: as long as it takes)."""
+        end = None if timeout is None else time.monotonic() + timeout
         while True:
             j = self.job(user, job_id)
             if j.status in ("done", "failed"):
                 return j
-            if time.monotonic() > end:
+            if end is not None and time.monotonic() > end:
                 raise TimeoutError(f"job {job_id} still {j.status} after {timeout:g} s")
             time.sleep(poll)
 
@@ -289,13 +289,13 @@ class AsyncClient(_Ops):
     async def _call(self, method: str, path: str, model: Any, **kw):
         return _parse(await self._http.request(method, self._base + path, headers=self._headers, **kw), model)
 
-    async def wait_job(self, user: str, job_id: str, timeout: float = 30.0, poll: float = 0.05) -> JobOut:
-        end = time.monotonic() + timeout
+    async def wait_job(self, user: str, job_id: str, timeout: Optional[float] = 30.0, poll: float = 0.05) -> JobOut:
+        end = None if timeout is None else time.monotonic() + timeout
         while True:
             j = await self.job(user, job_id)
             if j.status in ("done", "failed"):
                 return j
-            if time.monotonic() > end:
+            if end is not None and time.monotonic() > end:
                 raise TimeoutError(f"job {job_id} still {j.status} after {timeout:g} s")
             await asyncio.sleep(poll)
 

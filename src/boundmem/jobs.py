@@ -35,7 +35,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from .errors import ConflictError, NotFoundError
 from .models import Conversation, IngestResult
@@ -210,11 +210,13 @@ class JobQueue:
     """The jobs table of one store, and the worker that drains it into a `Memory`."""
 
     def __init__(self, store: Any, lease_seconds: float = 60.0, max_attempts: int = 5, backoff: float = 1.0,
-                 nice: int = 10):
+                 nice: int = 10, clock: Callable[[], float] = time.time):
         self.db = _Postgres(store) if type(store).__name__ == "PostgresStore" else _SQLite(store)
         self.lease_seconds, self.max_attempts, self.backoff = lease_seconds, max_attempts, backoff
         self.nice = nice   # the worker thread's nice value (BOUNDMEM_JOBS_NICE; <= 0 leaves it)
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.clock = clock   # leases, backoff and timestamps: a test moves it instead of sleeping past a lease
+        self._finished = threading.Condition()   # notified when a job of this process finishes (`wait`)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._worker: Optional[threading.Thread] = None
@@ -229,7 +231,7 @@ class JobQueue:
     # --- producing and reading ---------------------------------------------------------------
     def submit(self, user: str, conversation: Conversation) -> Job:
         """Queue a conversation for `user` (a store id); committed when this returns."""
-        now = time.time()
+        now = self.clock()
         job_id = uuid.uuid4().hex
         with self.db.write() as con:
             con.execute(self._sql("INSERT INTO jobs(id, user_id, kind, status, payload, created_at) "
@@ -245,6 +247,12 @@ class JobQueue:
         if row is None or (user is not None and row[2] != user):
             raise JobNotFound(f"no job {job_id!r}" + (f" for user {user!r}" if user else ""))
         return _row_to_job(row)
+
+    def of_user(self, user: str) -> list[Job]:
+        """A user's jobs, oldest first (what was done, never the words)."""
+        with self.db.read() as con:
+            rows = con.execute(self._sql(f"SELECT {_COLS} FROM jobs WHERE user_id=? ORDER BY seq"), (user,)).fetchall()
+        return [_row_to_job(r) for r in rows]
 
     def pending(self, user: Optional[str] = None) -> int:
         """Jobs not yet finished (of one user, or all)."""
@@ -263,7 +271,7 @@ class JobQueue:
     # --- consuming -----------------------------------------------------------------------------
     def claim(self) -> Optional[tuple[Job, Conversation]]:
         """Take the oldest job whose user has no earlier unfinished job (and lease it to this worker)."""
-        now = time.time()
+        now = self.clock()
         with self.db.read() as con:   # idle polling takes no write lock
             if con.execute("SELECT 1 FROM jobs WHERE status IN ('pending', 'running') LIMIT 1").fetchone() is None:
                 return None
@@ -303,7 +311,7 @@ class JobQueue:
 
         def then(tx, result: IngestResult) -> None:   # inside the ingest's own transaction: exactly once
             cur = tx.con.execute(self._finish_sql(),
-                                 ("done", json.dumps(summary(result)), None, time.time(), job.id, self.owner))
+                                 ("done", json.dumps(summary(result)), None, self.clock(), job.id, self.owner))
             if cur.rowcount != 1:
                 raise LeaseLost(f"job {job.id}: lease lost to another worker")
             marked.append(True)
@@ -323,16 +331,19 @@ class JobQueue:
             else:
                 log.error("job %s failed: %s: %s", job.id, type(e).__name__, e)
                 self._finish(job, "failed", None, f"{type(e).__name__}: {e}"[:1000])
+        finally:
+            with self._finished:   # after the commit: `wait` reads the finished job
+                self._finished.notify_all()
         return self.get(job.id)
 
     def _finish(self, job: Job, status: str, result: Optional[str], error: Optional[str]) -> None:
         with self.db.write() as con:
-            con.execute(self._finish_sql(), (status, result, error, time.time(), job.id, self.owner))
+            con.execute(self._finish_sql(), (status, result, error, self.clock(), job.id, self.owner))
 
     def _release(self, job: Job, wait: float) -> None:
         with self.db.write() as con:
             con.execute(self._sql("UPDATE jobs SET status='pending', owner=NULL, lease_until=NULL, not_before=? "
-                                  "WHERE id=? AND owner=?"), (time.time() + wait, job.id, self.owner))
+                                  "WHERE id=? AND owner=?"), (self.clock() + wait, job.id, self.owner))
 
     def drain(self, memory: "Memory", timeout: Optional[float] = None) -> int:
         """Run jobs in this thread until none is ready (or `timeout` passes); returns how many ran."""
@@ -383,16 +394,20 @@ class JobQueue:
                 self._worker.join(timeout)
                 self._worker = None
 
-    def wait(self, job_id: str, timeout: float = 30.0, poll: float = 0.02) -> Job:
-        """Block until the job is done or failed (TimeoutError after `timeout`)."""
-        end = time.monotonic() + timeout
+    def wait(self, job_id: str, timeout: Optional[float] = 30.0, poll: float = 0.05) -> Job:
+        """Block until the job is done or failed: TimeoutError after `timeout`; `None` waits as long as the job
+        takes (a test waits on the job, never on a time budget). A job this process runs wakes the wait at once;
+        `poll` only matters for a job another process runs."""
+        end = None if timeout is None else time.monotonic() + timeout
         while True:
-            j = self.get(job_id)
-            if j.finished:
-                return j
-            if time.monotonic() > end:
-                raise TimeoutError(f"job {job_id} still {j.status} after {timeout:g} s")
-            time.sleep(poll)
+            with self._finished:   # the worker notifies under this lock, after its commit: no wake-up is lost
+                j = self.get(job_id)
+                if j.finished:
+                    return j
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"job {job_id} still {j.status} after {timeout:g} s")
+                self._finished.wait(poll if left is None else min(poll, left))
 
     def close(self) -> None:
         self.stop()

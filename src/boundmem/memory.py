@@ -123,7 +123,8 @@ class Memory(EpisodicAccess):
     def job(self, job_id: str, user: Optional[str] = None):
         return self.jobs.get(job_id, user)
 
-    def wait(self, job_id: str, timeout: float = 30.0):
+    def wait(self, job_id: str, timeout: Optional[float] = 30.0):
+        """Block until the job is done or failed (`JobQueue.wait`: `timeout=None` waits as long as it takes)."""
         return self.jobs.wait(job_id, timeout)
 
     def apply(self, candidates: list[Candidate], user: str, conversation_id: Optional[str],

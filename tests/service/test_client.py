@@ -56,7 +56,7 @@ def test_every_call_answers_the_servers_models(client):
 def test_async_add_returns_a_job_to_follow(client):
     job = client.add("alice", ITALIAN, wait=False)
     assert isinstance(job, JobOut) and job.status == "pending"
-    done = client.wait_job("alice", job.id, timeout=10)
+    done = client.wait_job("alice", job.id, timeout=None)
     assert done.status == "done" and done.result["decisions"][0]["action"] == "insert"
 
 
@@ -123,7 +123,7 @@ def test_async_client(app):
             assert hits.hits[0].preference.attribute == "Italian"
             job = await c.add("alice", {"id": "c2", "turns": [{"role": "user", "text": "I love Mexican food."}]},
                               wait=False)
-            assert (await c.wait_job("alice", job.id, timeout=10)).status == "done"
+            assert (await c.wait_job("alice", job.id, timeout=None)).status == "done"
             with pytest.raises(NotFoundError):
                 await c.delete("alice", "nope")
             await c.aclose()

@@ -1,29 +1,25 @@
 """POST .../conversations?async=true answers 202 with a job at once; a worker of the server applies it; GET .../jobs/{id}."""
 from __future__ import annotations
 
-import time
-
 from .conftest import KEY_A, KEY_B, auth, conversation
 
 
-def wait_job(client, url: str, key: str = KEY_A, timeout: float = 10.0) -> dict:
-    end = time.monotonic() + timeout
-    while True:
-        r = client.get(url, headers=auth(key))
-        assert r.status_code == 200, r.text
-        if r.json()["status"] in ("done", "failed") or time.monotonic() > end:
-            return r.json()
-        time.sleep(0.02)
+def wait_job(client, memory, job: dict, key: str = KEY_A) -> dict:
+    """The job as GET answers it once the server's worker has finished it (waited on, however long it takes)."""
+    memory.wait(job["id"], timeout=None)
+    r = client.get(job["url"], headers=auth(key))
+    assert r.status_code == 200, r.text
+    return r.json()
 
 
-def test_async_ingest_is_accepted_then_applied(client):
+def test_async_ingest_is_accepted_then_applied(client, memory):
     r = client.post("/v1/users/alice/conversations?async=true", headers=auth(KEY_A),
                     json=conversation("c1", "I always go for Italian food."))
     assert r.status_code == 202, r.text
     job = r.json()
     assert job["status"] == "pending" and job["user"] == "alice"
     assert r.headers["location"] == job["url"] == f"/v1/users/alice/jobs/{job['id']}"
-    done = wait_job(client, job["url"])
+    done = wait_job(client, memory, job)
     assert done["status"] == "done" and done["result"]["decisions"][0]["action"] == "insert"
     assert "Italian" not in str(done["result"])            # the job keeps no words of the user
     prefs = client.get("/v1/users/alice/preferences", headers=auth(KEY_A)).json()["preferences"]
@@ -48,13 +44,13 @@ def test_async_ingest_checks_limits_before_queueing(client):
     assert r.status_code == 413
 
 
-def test_async_jobs_of_one_user_keep_their_order(client):
-    urls = []
+def test_async_jobs_of_one_user_keep_their_order(client, memory):
+    accepted = []
     for i, t in enumerate(["19", "20", "21", "22"]):
         r = client.post("/v1/users/alice/conversations?async=true", headers=auth(KEY_A),
                         json=conversation(f"c{i}", f"Set the temperature to {t} degrees, I always like it so."))
-        urls.append(r.json()["url"])
-    jobs = [wait_job(client, u) for u in urls]
+        accepted.append(r.json())
+    jobs = [wait_job(client, memory, j) for j in accepted]
     assert all(j["status"] == "done" for j in jobs)
     # one user's jobs run one after another in the order they were accepted: each starts after the previous finished
     for earlier, later in zip(jobs, jobs[1:]):
@@ -73,13 +69,13 @@ def test_jobs_left_by_a_previous_process_run_when_the_server_starts(memory):
     job = memory.jobs.submit(namespaced("acme", "alice"),
                              Conversation(id="c1", turns=(Turn(role="user", text="I always go for Italian food."),)))
     with TestClient(create_app(memory, KEYS)) as c:    # nobody submits: the worker started with the app runs it
-        assert wait_job(c, f"/v1/users/alice/jobs/{job.id}")["status"] == "done"
+        assert wait_job(c, memory, {"id": job.id, "url": f"/v1/users/alice/jobs/{job.id}"})["status"] == "done"
 
 
-def test_a_job_says_what_it_observed_without_the_users_words(client):
+def test_a_job_says_what_it_observed_without_the_users_words(client, memory):
     r = client.post("/v1/users/alice/conversations?async=true", headers=auth(KEY_A),
                     json=conversation("c1", "Play some Jazz."))
-    done = wait_job(client, r.json()["url"])
+    done = wait_job(client, memory, r.json())
     assert done["status"] == "done", done
     (o,) = done["result"]["observed"]
     assert o["path"] == "entertainment_and_media/music/favorite_genres" and done["result"]["promoted"] == []

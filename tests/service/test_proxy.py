@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import openai
 import pytest
@@ -48,11 +47,13 @@ def sdk(tc: TestClient, key: str = KEY_A) -> openai.OpenAI:
     return openai.OpenAI(base_url="http://testserver/v1", api_key=key, http_client=tc, max_retries=0)
 
 
-def wait_for(pred, timeout: float = 30.0):  # the background ingest runs at nice 10; a loaded CI box needs time
-    end = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.02)
+def learnt(memory, user: str) -> list:
+    """Wait for the exchange's job itself, however long the worker (at nice 10 on a loaded box) takes. The proxy
+    queues it before its response ends, and TestClient's response closes only once the app, its background task
+    included, has finished: so when the SDK call returns the job is in the queue, or the test fails here."""
+    jobs = memory.jobs.of_user(user)
+    assert jobs, "the exchange was not queued"
+    return [memory.wait(j.id, timeout=None) for j in jobs]
 
 
 def test_recall_goes_into_the_system_message_and_the_exchange_is_learnt(proxy, upstream, memory):
@@ -70,7 +71,8 @@ def test_recall_goes_into_the_system_message_and_the_exchange_is_learnt(proxy, u
     assert KEY_A not in json.dumps(sent.headers)
     assert len(sent.messages) == 2
     # after the reply, the exchange is queued and applied by the proxy's worker
-    wait_for(lambda: any(p.attribute == "Mexican" for p in memory.preferences(alice)))
+    assert [j.status for j in learnt(memory, alice)] == ["done"]
+    assert any(p.attribute == "Mexican" for p in memory.preferences(alice))
     assert memory.jobs.pending() == 0
 
 
@@ -85,7 +87,8 @@ def test_streaming_passes_chunks_through_and_learns_the_finished_exchange(proxy,
     sent = upstream.requests[0]
     assert sent.messages[0]["role"] == "system" and "Italian" in sent.messages[0]["content"]
     assert sent.json["stream"] is True
-    wait_for(lambda: any(p.attribute == "Mexican" for p in memory.preferences(alice)))
+    assert [j.status for j in learnt(memory, alice)] == ["done"]
+    assert any(p.attribute == "Mexican" for p in memory.preferences(alice))
 
 
 def test_who_the_user_is(proxy, upstream):
@@ -126,7 +129,7 @@ def test_opt_outs_hold_on_recall_and_on_learning(proxy, upstream, memory):
     sdk(proxy).chat.completions.create(model="m", user="alice", messages=[
         {"role": "user", "content": "Where to eat? I love Mexican food."}])
     assert all("Italian" not in m["content"] for m in upstream.requests[0].messages)
-    wait_for(lambda: memory.jobs.pending() == 0)
+    assert [j.status for j in learnt(memory, alice)] == ["done"]
     assert memory.preferences(alice) == []
 
 
@@ -138,8 +141,7 @@ def test_upstream_errors_pass_through_and_a_dead_upstream_is_502(proxy, upstream
         with pytest.raises(openai.InternalServerError, match="upstream"):
             sdk(dead).chat.completions.create(model="m", user="alice", messages=[{"role": "user", "content": "hi"}])
     # nothing queued from failed exchanges (not merely "nothing pending": a queued job may already have run)
-    with memory.jobs.db.read() as con:
-        assert con.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 0
+    assert memory.jobs.of_user(namespaced("acme", "alice")) == [] and memory.jobs.pending() == 0
 
 
 def test_a_failing_recall_never_breaks_the_reply(proxy, upstream, memory, monkeypatch):
