@@ -62,33 +62,33 @@ _DDL = [
     "CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value text NOT NULL)",
     "CREATE TABLE IF NOT EXISTS users (id text PRIMARY KEY, created_at timestamptz NOT NULL, forgotten_at timestamptz)",
     """CREATE TABLE IF NOT EXISTS preferences (
-      seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
-      id text PRIMARY KEY, user_id text NOT NULL, main text NOT NULL, sub text NOT NULL, detail text NOT NULL,
+      seq bigint GENERATED ALWAYS AS IDENTITY,
+      id text NOT NULL, user_id text NOT NULL, main text NOT NULL, sub text NOT NULL, detail text NOT NULL,
       attribute text NOT NULL, sentence text NOT NULL, conversation_id text,
       created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL, embedding vector NOT NULL,
-      polarity text NOT NULL DEFAULT 'like')""",
+      polarity text NOT NULL DEFAULT 'like', PRIMARY KEY (user_id, id))""",
     "CREATE INDEX IF NOT EXISTS preferences_user ON preferences(user_id, main, sub, detail)",
     """CREATE TABLE IF NOT EXISTS observations (
-      seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
-      id text PRIMARY KEY, user_id text NOT NULL, main text NOT NULL, sub text NOT NULL, detail text NOT NULL,
+      seq bigint GENERATED ALWAYS AS IDENTITY,
+      id text NOT NULL, user_id text NOT NULL, main text NOT NULL, sub text NOT NULL, detail text NOT NULL,
       attribute text NOT NULL, polarity text NOT NULL, sentence text NOT NULL, conversation_id text,
-      created_at timestamptz NOT NULL)""",
+      created_at timestamptz NOT NULL, PRIMARY KEY (user_id, id))""",
     "CREATE INDEX IF NOT EXISTS observations_user ON observations(user_id, main, sub, detail)",
     """CREATE TABLE IF NOT EXISTS opt_outs (subject text NOT NULL, prefix text NOT NULL, at timestamptz NOT NULL,
       PRIMARY KEY (subject, prefix))""",
     """CREATE TABLE IF NOT EXISTS episodes (
-      seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
-      id text PRIMARY KEY, user_id text NOT NULL, text text NOT NULL, tags text NOT NULL, day date NOT NULL,
+      seq bigint GENERATED ALWAYS AS IDENTITY,
+      id text NOT NULL, user_id text NOT NULL, text text NOT NULL, tags text NOT NULL, day date NOT NULL,
       term text NOT NULL, sources text NOT NULL, conversation_id text, created_at timestamptz NOT NULL,
-      updated_at timestamptz NOT NULL, embedding vector NOT NULL)""",
+      updated_at timestamptz NOT NULL, embedding vector NOT NULL, PRIMARY KEY (user_id, id))""",
     "CREATE INDEX IF NOT EXISTS episodes_user ON episodes(user_id, day)",
     """CREATE TABLE IF NOT EXISTS episode_opt_outs (subject text NOT NULL, prefix text NOT NULL,
       at timestamptz NOT NULL, PRIMARY KEY (subject, prefix))""",
     """CREATE TABLE IF NOT EXISTS audit (
-      seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, subject text NOT NULL, useq bigint NOT NULL, op text NOT NULL,
+      seq bigint GENERATED ALWAYS AS IDENTITY, subject text NOT NULL, useq bigint NOT NULL, op text NOT NULL,
       preference_id text, category text, why text NOT NULL, before jsonb, after jsonb, cause text NOT NULL,
       at timestamptz NOT NULL, content_hash text NOT NULL, prev_hash text NOT NULL, hash text NOT NULL,
-      UNIQUE (subject, useq))""",
+      PRIMARY KEY (subject, useq))""",
     "CREATE INDEX IF NOT EXISTS audit_preference ON audit(subject, preference_id)",
     """CREATE OR REPLACE FUNCTION boundmem_audit_guard() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
@@ -123,6 +123,36 @@ _LEGACY = [
     "ALTER TABLE audit_v1 RENAME CONSTRAINT audit_pkey TO audit_v1_pkey",
     "ALTER TABLE users ADD COLUMN IF NOT EXISTS forgotten_at timestamptz",
 ]
+# Distributable by user (Citus: create_distributed_table(table, key)): every primary key and unique constraint of a
+# table holding user data includes the table's user key, which the database requires of a distributed table.
+# Files made before this had keys on id / seq alone; `_keys_by_user` rewrites them once, on open.
+DISTRIBUTION_KEYS = {"users": "id", "preferences": "user_id", "observations": "user_id", "episodes": "user_id",
+                     "opt_outs": "subject", "episode_opt_outs": "subject", "audit": "subject"}
+_PRIMARY_KEYS = {"preferences": ("user_id", "id"), "observations": ("user_id", "id"), "episodes": ("user_id", "id"),
+                 "audit": ("subject", "useq")}
+_CONSTRAINTS = """SELECT c.conname, c.contype, array_agg(a.attname::text ORDER BY k.ord) FROM pg_constraint c
+  CROSS JOIN LATERAL unnest(c.conkey) WITH ORDINALITY AS k(attnum, ord)
+  JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum
+  WHERE c.conrelid = to_regclass(%s) AND c.contype IN ('p', 'u') GROUP BY c.conname, c.contype"""
+
+
+def key_constraints(con, table: str) -> list[tuple[str, str, list[str]]]:
+    """(name, 'p' | 'u', columns) of the table's primary key and unique constraints."""
+    return [(r[0], r[1], list(r[2])) for r in con.execute(_CONSTRAINTS, (table,)).fetchall()]
+
+
+def _keys_by_user(con) -> None:
+    for table, pk in _PRIMARY_KEYS.items():
+        found = key_constraints(con, table)
+        stale = [name for name, _, cols in found if DISTRIBUTION_KEYS[table] not in cols or
+                 (tuple(cols) == pk and not any(t == "p" and tuple(c) == pk for _, t, c in found))]
+        if not stale:
+            continue
+        drops = ", ".join(f"DROP CONSTRAINT {name}" for name in stale)
+        has_pk = any(t == "p" and name not in stale for name, t, _ in found)
+        con.execute(f"ALTER TABLE {table} {drops}" + ("" if has_pk else f", ADD PRIMARY KEY ({', '.join(pk)})"))
+
+
 # vacuumed after an erasure, so the erased rows' dead tuples are removed from the tables' pages
 _ERASED_TABLES = "preferences, observations, episodes, audit, users"
 # tables other parts of boundmem keep in the store's database that hold user text (the job queue's conversations):
@@ -204,6 +234,7 @@ class PostgresStore(SingleWrites, EpisodeReads):
                                                   "table_name='preferences' AND table_schema=current_schema()")}
                 for stmt in (_LEGACY if legacy else []) + _DDL[1:]:
                     con.execute(stmt)
+                _keys_by_user(con)
                 if cols and "polarity" not in cols:  # written before polarity was data
                     con.execute("ALTER TABLE preferences ADD COLUMN polarity text NOT NULL DEFAULT 'like'")
                     con.execute(POLARITY_MIGRATION)
