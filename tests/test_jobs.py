@@ -61,7 +61,7 @@ def mem(tmp_path, schema, hash_embedder):
     m = Memory(schema=schema, store=SQLiteStore(tmp_path / "jobs.db"), extractor=EchoExtractor(),
                maintainer=RuleMaintainer(), embedder=hash_embedder)
     yield m
-    m.jobs.close()
+    m.close_jobs()
     m.store.close()
 
 
@@ -86,8 +86,34 @@ def test_a_job_queued_with_the_old_conversation_shape_still_applies(mem):
         con.execute("UPDATE jobs SET payload=? WHERE id=?",
                     ('{"id": "c1", "turns": [{"role": "user", "text": "Italian"}], "at": null}', job.id))
     con.close()
-    assert mem.jobs.drain(mem) == 1 and mem.job(job.id).status == "done"
+    assert mem.jobs.drain(mem.add) == 1 and mem.job(job.id).status == "done"
     assert [p.attribute for p in mem.preferences("alice")] == ["Italian"]
+
+
+def test_threads_submitting_at_once_share_one_queue(tmp_path, schema, hash_embedder):
+    """`Memory.jobs` is created on first use while request threads submit: all of them must get the same queue (two
+    queues would mean two workers and two sets of connections on one table)."""
+    m = Memory(schema=schema, store=SQLiteStore(tmp_path / "once.db"), extractor=EchoExtractor(),
+               maintainer=RuleMaintainer(), embedder=hash_embedder)
+    n = 16
+    start, seen = threading.Barrier(n), []
+
+    def submit(i: int) -> None:
+        start.wait()   # all first uses at the same moment
+        seen.append(m.jobs)
+        m.submit(conv(f"c{i}", f"dish{i}"), f"u{i}", start_worker=False)
+
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    try:
+        assert len({id(q) for q in seen}) == 1 and seen[0] is m.jobs
+        assert m.jobs.pending() == n and m.jobs.drain(m.add) == n
+    finally:
+        m.close_jobs()
+        m.store.close()
 
 
 def test_a_job_is_visible_only_to_its_user(mem):
@@ -107,13 +133,13 @@ def test_jobs_of_one_user_apply_in_order_even_with_two_workers(tmp_path, schema,
     for i, t in enumerate(temps):          # single-preference category: each one replaces the last
         mems[0].jobs.submit("u", conv(f"c{i}", t))
         mems[0].jobs.submit(f"other{i}", conv(f"o{i}", t))
-    threads = [threading.Thread(target=m.jobs.drain, args=(m,)) for m in mems]
+    threads = [threading.Thread(target=m.jobs.drain, args=(m.add,)) for m in mems]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
     for m in mems:   # what one worker left while the other held the user's running job
-        m.jobs.drain(m)
+        m.jobs.drain(m.add)
     assert mems[0].jobs.pending() == 0
     assert [p.attribute for p in mems[0].preferences("u")] == [temps[-1]]
     applied = [a.cause.split()[3].rstrip(":") for a in mems[0].store.audit("u") if a.op in ("insert", "update")]
@@ -133,8 +159,8 @@ def test_a_worker_that_lost_its_lease_writes_nothing(tmp_path, schema, hash_embe
     assert claimed is not None
     b = Memory(schema=schema, store=SQLiteStore(db), extractor=EchoExtractor(), maintainer=RuleMaintainer(),
                embedder=hash_embedder)
-    assert b.jobs.run_one(b).status == "done"         # another worker takes the job over and applies it
-    slow.apply(a, *claimed)                           # the first one finishes late: rolled back
+    assert b.jobs.run_one(b.add).status == "done"         # another worker takes the job over and applies it
+    slow.apply(a.add, *claimed)                           # the first one finishes late: rolled back
     assert [p.attribute for p in a.preferences("u")] == ["Greek"]
     assert [e.op for e in a.store.audit("u")] == ["insert"]   # applied exactly once (no second insert or pass)
     assert slow.get(job.id).status == "done"
@@ -147,7 +173,7 @@ def test_a_failing_job_is_recorded_and_the_users_next_job_runs(mem):
     mem.extractor.fail_on = {"garbage"}
     bad = mem.jobs.submit("u", conv("c1", "garbage"))
     good = mem.jobs.submit("u", conv("c2", "Sushi"))
-    assert mem.jobs.drain(mem) == 2
+    assert mem.jobs.drain(mem.add) == 2
     b = mem.job(bad.id)
     assert b.status == "failed" and b.error.startswith("ExtractionError")
     assert mem.job(good.id).status == "done"
@@ -162,11 +188,11 @@ def test_a_busy_store_is_retried_later_and_keeps_the_order(mem):
     mem.extractor.busy_once = {"Pho"}
     first = mem.jobs.submit("u", conv("c1", "Pho"))
     second = mem.jobs.submit("u", conv("c2", "Ramen"))
-    assert mem.jobs.drain(mem) == 1                       # Pho: busy, put back for later; Ramen waits behind it
+    assert mem.jobs.drain(mem.add) == 1                       # Pho: busy, put back for later; Ramen waits behind it
     assert mem.job(first.id).status == "pending" and mem.job(second.id).status == "pending"
-    assert mem.jobs.drain(mem) == 0                       # not before its backoff is over
+    assert mem.jobs.drain(mem.add) == 0                       # not before its backoff is over
     clock.now += 1.0
-    assert mem.jobs.drain(mem) == 2
+    assert mem.jobs.drain(mem.add) == 2
     assert mem.job(first.id).status == "done" and mem.job(first.id).attempts == 2
     assert mem.job(second.id).finished_at >= mem.job(first.id).finished_at
     assert [p.attribute for p in mem.preferences("u")] == ["Pho", "Ramen"]
@@ -175,7 +201,7 @@ def test_a_busy_store_is_retried_later_and_keeps_the_order(mem):
 def test_opt_outs_hold_for_queued_jobs(mem):
     mem.opt_out("u", "Restaurant")
     job = mem.jobs.submit("u", conv("c1", "Italian"))
-    mem.jobs.drain(mem)
+    mem.jobs.drain(mem.add)
     assert mem.job(job.id).status == "done" and mem.preferences("u") == []
 
 
@@ -185,7 +211,7 @@ def test_forget_drops_the_users_queued_jobs(mem):
     mem.forget("u")
     with pytest.raises(JobNotFound):
         mem.job(job.id)
-    assert mem.jobs.drain(mem) == 0 and mem.preferences("u") == []
+    assert mem.jobs.drain(mem.add) == 0 and mem.preferences("u") == []
 
 
 def test_forget_drops_jobs_another_memory_queued_and_their_text_leaves_the_disk(tmp_path, schema, hash_embedder):
@@ -250,9 +276,10 @@ class Slow:
 
 m = Memory(schema=builtin_schema(), store=SQLiteStore(sys.argv[1]), extractor=Slow(), maintainer=RuleMaintainer(),
            embedder=HashEmbedder())
-m._jobs = JobQueue(m.store, lease_seconds=0.5)
+q = JobQueue(m.store, lease_seconds=0.5)
 for i in range(int(sys.argv[2])):
-    m.submit(Conversation(id=f"c{i}", turns=(Turn(role="user", text=f"dish{i}"),)), "u")
+    q.submit("u", Conversation(id=f"c{i}", turns=(Turn(role="user", text=f"dish{i}"),)))
+q.start(m.add)
 print("submitted", flush=True)
 time.sleep(60)
 """
@@ -273,7 +300,7 @@ def test_kill_9_with_jobs_pending_loses_none(tmp_path, schema, hash_embedder):
     before = m.jobs.pending()
     assert 0 < before <= n
     m.jobs.clock = Clock(time.time() + 3600)             # an hour on: the killed worker's lease is long over
-    assert m.jobs.drain(m) == before                     # the job it held comes back, and every pending one runs
+    assert m.jobs.drain(m.add) == before                     # the job it held comes back, and every pending one runs
     assert m.jobs.pending() == 0
     assert sorted(p.attribute for p in m.preferences("u")) == sorted(f"dish{i}" for i in range(n))
     ops = [e.op for e in m.store.audit("u")]

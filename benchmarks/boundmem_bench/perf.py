@@ -356,7 +356,7 @@ def measure_proxy(mem, queries: list[str]) -> dict:
             out = {"direct": _summary(direct), "proxied": _summary(proxied), "recall_in_proxy": _summary(recall),
                    "overhead_p50_ms": _pct(proxied, 50) - _pct(direct, 50),
                    "overhead_p95_ms": _pct(proxied, 95) - _pct(direct, 95)}
-            mem.jobs.drain(mem, timeout=300)   # the learnt exchanges, so they do not run into later measurements
+            mem.jobs.drain(mem.add, timeout=300)   # the learnt exchanges, so they do not run into later measurements
     finally:
         srv.shutdown()
     return out
@@ -369,7 +369,7 @@ def measure_library_async_accept(mem, convs: list[Conversation]) -> dict:
         t = time.perf_counter()
         mem.submit(c.model_copy(update={"id": f"lib-{c.id}"}), _bench_user(i), start_worker=False)
         lat.append((time.perf_counter() - t) * 1000)
-    mem.jobs.drain(mem, timeout=600)
+    mem.jobs.drain(mem.add, timeout=600)
     return _summary(lat)
 
 

@@ -1,7 +1,8 @@
 """Asynchronous ingestion: a durable queue of conversations to learn from, in the store's own database.
 
 A voice assistant cannot wait for extraction on its request path. `JobQueue.submit` writes the conversation as a
-job row (one short INSERT, committed before it returns) and a worker thread drains the queue through `Memory.add`.
+job row (one short INSERT, committed before it returns) and a worker thread drains the queue through an ingest
+callable (`Memory.add`: the queue knows nothing of the Memory, so the two modules do not import each other).
 
 Guarantees (tests/test_jobs.py):
 
@@ -35,18 +36,23 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Protocol
 
 from .errors import ConflictError, NotFoundError
 from .models import Conversation, IngestResult
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .memory import Memory
 
 log = logging.getLogger("boundmem.jobs")
 
 STATUSES = ("pending", "running", "done", "failed")
 _COLS = "seq, id, user_id, kind, status, result, error, attempts, created_at, started_at, finished_at"
+
+
+class Ingest(Protocol):
+    """What applies a job: `Memory.add`. `then(tx, result)` runs inside the ingest's own store transaction (where
+    the job is marked done: exactly once); it is not called when nothing was written."""
+
+    def __call__(self, conversation: Conversation, user: str,
+                 then: Optional[Callable[[Any, IngestResult], None]] = None) -> IngestResult: ...
 
 
 class JobNotFound(NotFoundError):
@@ -207,7 +213,7 @@ def _lower_priority(nice: int) -> None:
 
 
 class JobQueue:
-    """The jobs table of one store, and the worker that drains it into a `Memory`."""
+    """The jobs table of one store, and the worker that drains it through an `Ingest` (`Memory.add`)."""
 
     def __init__(self, store: Any, lease_seconds: float = 60.0, max_attempts: int = 5, backoff: float = 1.0,
                  nice: int = 10, clock: Callable[[], float] = time.time):
@@ -298,14 +304,14 @@ class JobQueue:
         return self._sql("UPDATE jobs SET status=?, payload=NULL, result=?, error=?, finished_at=?, owner=NULL, "
                          "lease_until=NULL WHERE id=? AND status='running' AND owner=?")
 
-    def run_one(self, memory: "Memory") -> Optional[Job]:
+    def run_one(self, ingest: Ingest) -> Optional[Job]:
         """Claim and apply one job; None if there was nothing to do."""
         claimed = self.claim()
         if claimed is None:
             return None
-        return self.apply(memory, *claimed)
+        return self.apply(ingest, *claimed)
 
-    def apply(self, memory: "Memory", job: Job, conv: Conversation) -> Job:
+    def apply(self, ingest: Ingest, job: Job, conv: Conversation) -> Job:
         """Apply a claimed job: done (in the ingest's transaction), retried later, or failed."""
         marked = []
 
@@ -317,7 +323,7 @@ class JobQueue:
             marked.append(True)
 
         try:
-            result = memory.add(conv, job.user, then=then)
+            result = ingest(conv, job.user, then=then)
             if not marked:   # nothing to write (no candidate allowed): no store transaction was opened
                 self._finish(job, "done", json.dumps(summary(result)), None)
         except LeaseLost as e:
@@ -345,37 +351,34 @@ class JobQueue:
             con.execute(self._sql("UPDATE jobs SET status='pending', owner=NULL, lease_until=NULL, not_before=? "
                                   "WHERE id=? AND owner=?"), (self.clock() + wait, job.id, self.owner))
 
-    def drain(self, memory: "Memory", timeout: Optional[float] = None) -> int:
+    def drain(self, ingest: Ingest, timeout: Optional[float] = None) -> int:
         """Run jobs in this thread until none is ready (or `timeout` passes); returns how many ran."""
         end = None if timeout is None else time.monotonic() + timeout
         n = 0
         while end is None or time.monotonic() < end:
-            if self.run_one(memory) is None:
+            if self.run_one(ingest) is None:
                 break
             n += 1
         return n
 
     # --- the background worker --------------------------------------------------------------------
-    def start(self, memory_source: Any, poll_seconds: float = 0.5) -> None:
-        """Start the worker thread (once): `memory_source` is a Memory or a zero-argument callable giving one."""
+    def start(self, ingest: Ingest, poll_seconds: float = 0.5) -> None:
+        """Start the worker thread (once), applying jobs through `ingest`."""
         with self._start_lock:
             if self._worker is not None and self._worker.is_alive():
                 return
             self._stop.clear()
-            self._worker = threading.Thread(target=self._loop, args=(memory_source, poll_seconds),
+            self._worker = threading.Thread(target=self._loop, args=(ingest, poll_seconds),
                                             name="boundmem-jobs", daemon=True)
             self._worker.start()
 
-    def _loop(self, memory_source: Any, poll_seconds: float) -> None:
+    def _loop(self, ingest: Ingest, poll_seconds: float) -> None:
         from .store.base import StoreClosed
 
         _lower_priority(self.nice)
-        memory = None
         while not self._stop.is_set():
             try:
-                if memory is None:
-                    memory = memory_source() if callable(memory_source) else memory_source
-                ran = self.run_one(memory)
+                ran = self.run_one(ingest)
             except StoreClosed:   # the store went away under the worker (closed by its owner): nothing left to do
                 log.info("job worker: the store was closed; stopping")
                 return

@@ -1,6 +1,7 @@
 """The `Memory` facade: extract -> maintain -> store, and recall, with every stage injected."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -14,6 +15,7 @@ from .maintain.base import Maintainer, enforce_multiplicity
 from .models import (AuditEntry, Candidate, ConsentAction, ConsentRecord, Conversation, Decision, IngestResult,
                      Observation, Polarity, Preference, RecallHit, UserExport, consent_records, utcnow)
 from .embed import Embedder
+from .jobs import Job, JobQueue
 from .messages import ConversationInput, to_conversation
 from .retrieve.retriever import Retriever
 from .retrieve.text import enriched_text
@@ -41,7 +43,8 @@ class Memory(EpisodicAccess):
     observation_days: float = 90.0  # days an unconfirmed observation is kept (BOUNDMEM_OBSERVATION_DAYS)
     episodic: EpisodicSettings = field(default_factory=EpisodicSettings)  # BOUNDMEM_EPISODIC*: off by default
     retriever: Retriever = field(init=False)
-    _jobs: Any = field(default=None, init=False, repr=False)
+    _jobs: Optional[JobQueue] = field(default=None, init=False, repr=False)
+    _jobs_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     _schema_bound: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -102,28 +105,40 @@ class Memory(EpisodicAccess):
 
     # --- asynchronous ingestion (jobs.py: a durable queue in the store's database) -------------
     @property
-    def jobs(self):
-        """The store's job queue (created on first use)."""
+    def jobs(self) -> JobQueue:
+        """The store's job queue (created on first use, once: request threads submit at the same time)."""
         if self._jobs is None:
-            from .jobs import JobQueue
-
-            self._jobs = JobQueue(self.store, nice=self.jobs_nice)
+            with self._jobs_lock:
+                if self._jobs is None:
+                    self._jobs = JobQueue(self.store, nice=self.jobs_nice)
         return self._jobs
 
+    def stop_jobs(self) -> None:
+        """Stop the job worker if one runs (a queue never used is not created for it)."""
+        with self._jobs_lock:
+            if self._jobs is not None:
+                self._jobs.stop()
+
+    def close_jobs(self) -> None:
+        """Stop the worker and close the queue's connections (the store stays open)."""
+        with self._jobs_lock:
+            if self._jobs is not None:
+                self._jobs.close()
+
     def submit(self, conversation: ConversationInput, user: str, start_worker: bool = True, *,
-               conversation_id: Optional[str] = None):
+               conversation_id: Optional[str] = None) -> Job:
         """Queue a conversation for `add` and return at once with its `Job` (committed, so it survives a crash).
         A worker thread of this Memory drains the queue (started here unless `start_worker=False`); follow it
         with `job(id)` or `wait(id)`. Accepts what `add` accepts; the input is checked before anything is queued."""
         job = self.jobs.submit(user, to_conversation(conversation, conversation_id))
         if start_worker:
-            self.jobs.start(self)
+            self.jobs.start(self.add)
         return job
 
-    def job(self, job_id: str, user: Optional[str] = None):
+    def job(self, job_id: str, user: Optional[str] = None) -> Job:
         return self.jobs.get(job_id, user)
 
-    def wait(self, job_id: str, timeout: Optional[float] = 30.0):
+    def wait(self, job_id: str, timeout: Optional[float] = 30.0) -> Job:
         """Block until the job is done or failed (`JobQueue.wait`: `timeout=None` waits as long as it takes)."""
         return self.jobs.wait(job_id, timeout)
 

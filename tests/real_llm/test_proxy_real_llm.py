@@ -25,8 +25,7 @@ def mem(schema, sqlite_store, hash_embedder):
     m = Memory(schema=schema, store=sqlite_store, extractor=KeywordExtractor(), maintainer=RuleMaintainer(),
                embedder=hash_embedder)
     yield m
-    if m._jobs is not None:
-        m._jobs.close()
+    m.close_jobs()
 
 
 def test_proxy_in_front_of_the_real_model(real_endpoint, mem):

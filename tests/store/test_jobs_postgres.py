@@ -33,12 +33,12 @@ def test_jobs_on_postgres_in_order_exactly_once(pg_url, schema):
     a, b = memory(pg_url, schema), memory(pg_url, schema)
     temps = [str(t) for t in range(15, 25)]
     ids = [a.jobs.submit("u", conv(f"c{i}", t)).id for i, t in enumerate(temps)]
-    threads = [threading.Thread(target=m.jobs.drain, args=(m,)) for m in (a, b)]
+    threads = [threading.Thread(target=m.jobs.drain, args=(m.add,)) for m in (a, b)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
-    a.jobs.drain(a)   # what one worker left while the other held the user's running job
+    a.jobs.drain(a.add)   # what one worker left while the other held the user's running job
     assert all(a.job(i).status == "done" for i in ids)
     assert [p.attribute for p in a.preferences("u")] == [temps[-1]]
     assert [e.op for e in a.store.audit("u")] == ["insert"] + ["update"] * (len(temps) - 1)
@@ -52,8 +52,8 @@ def test_a_lost_lease_rolls_back_on_postgres(pg_url, schema):
     slow = JobQueue(a.store, lease_seconds=0.0)
     job = slow.submit("u", conv("c1", "21"))
     claimed = slow.claim()
-    assert b.jobs.run_one(b).status == "done"
-    slow.apply(a, *claimed)
+    assert b.jobs.run_one(b.add).status == "done"
+    slow.apply(a.add, *claimed)
     assert [e.op for e in a.store.audit("u")] == ["insert"] and slow.get(job.id).status == "done"
     a.jobs.forget_user("u")
     assert a.jobs.pending() == 0
@@ -67,7 +67,7 @@ def test_the_worker_stops_when_its_store_is_closed(pg_url, schema, caplog):
     import logging
 
     m = memory(pg_url, schema)
-    m.jobs.start(m, poll_seconds=0.01)
+    m.jobs.start(m.add, poll_seconds=0.01)
     worker = m.jobs._worker
     with caplog.at_level(logging.INFO, logger="boundmem.jobs"):
         m.store.close()

@@ -48,6 +48,11 @@ class LazyMemory:
                     self._mem = self._source if isinstance(self._source, Memory) else self._source()
         return self._mem
 
+    @property
+    def built(self) -> Optional[Memory]:
+        """The Memory if it has been built, else None (shutting down must not build one)."""
+        return self._mem
+
     async def get(self) -> Memory:
         """The Memory, from the event loop: built in a worker thread the first time (a model load must not stop the
         loop), at once after."""

@@ -6,8 +6,6 @@ are run) and on the first submit.
 
 import logging
 import threading
-from typing import Callable
-
 from fastapi import FastAPI, status
 from fastapi.responses import JSONResponse
 
@@ -15,6 +13,7 @@ from ..api_models import JobOut
 from ..jobs import Job
 from ..memory import Memory
 from ..models import Conversation
+from .deps import LazyMemory
 
 log = logging.getLogger("boundmem.service")
 
@@ -36,9 +35,8 @@ def accepted(mem: Memory, user: str, ns: str, conv: Conversation) -> JSONRespons
                         headers={"Location": out.url})
 
 
-def run_worker(app: FastAPI, memory: Callable[[], Memory]) -> None:
-    """Start the job worker with the app (so jobs left by an earlier process are run) and stop it at shutdown.
-    `memory`: the app's lazily built Memory (`service.deps.LazyMemory`)."""
+def run_worker(app: FastAPI, memory: LazyMemory) -> None:
+    """Start the job worker with the app (so jobs left by an earlier process are run) and stop it at shutdown."""
     lock, running = threading.Lock(), threading.Event()
 
     def start_worker() -> None:
@@ -46,7 +44,7 @@ def run_worker(app: FastAPI, memory: Callable[[], Memory]) -> None:
             mem = memory()
             with lock:
                 if running.is_set():   # not shut down meanwhile
-                    mem.jobs.start(mem)
+                    mem.jobs.start(mem.add)
         except Exception:  # noqa: BLE001 - a store that cannot be opened is reported by the requests themselves
             log.exception("could not start the job worker")
 
@@ -57,9 +55,9 @@ def run_worker(app: FastAPI, memory: Callable[[], Memory]) -> None:
     def _stop() -> None:
         with lock:
             running.clear()
-            mem = getattr(memory, "_mem", None)   # never build a Memory just to stop its worker
-            if mem is not None and mem._jobs is not None:
-                mem._jobs.stop()
+            mem = memory.built   # never build a Memory just to stop its worker
+            if mem is not None:
+                mem.stop_jobs()
 
     app.router.on_startup.append(_start)
     app.router.on_shutdown.append(_stop)
