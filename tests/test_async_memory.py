@@ -46,7 +46,7 @@ def test_the_same_answers_awaited(memory):
 
     async def scenario():
         r = await mem.add(CHAT, user="ann")
-        hits = await mem.recall("Where should we eat?", user="ann", k=3)
+        hits = await mem.recall("Where should we eat?", user="ann", k=3, gate=False)
         job = await mem.submit("I love Italian food.", user="bob", conversation_id="c-bob")
         done = await mem.wait(job.id)
         with pytest.raises(InputError):

@@ -91,7 +91,7 @@ def test_opted_out_category_is_pruned_for_extractor_and_blocked_at_storage(mem):
     r = mem.add(conv("c2"), "u")
     assert r.decisions == [] and [c.attribute for c in r.blocked] == ["Italian"]
     assert not mem.extractor.seen_schemas[-1].allows(CUISINE)
-    assert mem.preferences("u") == [] and mem.recall("italian food", "u") == []
+    assert mem.preferences("u") == [] and mem.recall("italian food", "u", gate=False) == []
     assert mem.store.opt_outs("u") == ["points_of_interest/restaurant"]
     # another user is unaffected
     mem.add(conv("c3"), "v")
@@ -113,7 +113,7 @@ def test_recall_sees_only_own_user(mem):
     mem.add(conv("c1"), "alice")
     mem.extractor.next = [Candidate(path=TEMP, attribute="21", sentence="I like 21 degrees")]
     mem.add(conv("c2"), "bob")
-    assert {h.preference.user for h in mem.recall("italian food and 21 degrees", "bob", k=10)} == {"bob"}
+    assert {h.preference.user for h in mem.recall("italian food and 21 degrees", "bob", k=10, gate=False)} == {"bob"}
     assert mem.recall("anything", "carol") == []
 
 
@@ -227,6 +227,6 @@ def test_another_embedders_dimension_is_refused_at_write_time_naming_both(tmp_pa
         other.add(conv("c2"), "bob")  # a new user too: the store's dimension, not the user's
     assert other.preferences("bob") == [] and store.audit("bob") == []
     with pytest.raises(EmbeddingDimensionError, match="stored 256, given 64"):
-        other.recall("Italian food", "alice")
-    assert [h.preference.attribute for h in first.recall("Italian food", "alice")] == ["Italian"]
+        other.recall("Italian food", "alice", gate=False)
+    assert [h.preference.attribute for h in first.recall("Italian food", "alice", gate=False)] == ["Italian"]
     store.close()

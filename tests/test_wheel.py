@@ -32,5 +32,6 @@ def test_the_wheel_carries_no_benchmark(wheel_names):
 
 def test_the_wheel_carries_what_the_runtime_loads(wheel_names):
     for needed in ("boundmem/schema/data/", "boundmem/extract/data/lasting.npz", "boundmem/maintain/data/polarity_minilm.npz",
-                   "boundmem/embed/data/minilm-tokenizer.json", "boundmem/cli/root.py", "boundmem/service/static/"):
+                   "boundmem/embed/data/minilm-tokenizer.json",
+                   "boundmem/retrieve/data/recall_gate.json", "boundmem/cli/root.py", "boundmem/service/static/"):
         assert any(n.startswith(needed) for n in wheel_names), needed

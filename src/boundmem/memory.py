@@ -17,6 +17,7 @@ from .models import (AuditEntry, Candidate, ConsentAction, ConsentRecord, Conver
 from .embed import Embedder
 from .jobs import Job, JobQueue
 from .messages import ConversationInput, to_conversation
+from .retrieve.gate import RecallGate, RequestCues
 from .retrieve.retriever import Retriever
 from .retrieve.text import enriched_text
 from .schema.model import CategoryPath, Schema, UnknownCategoryError
@@ -49,7 +50,8 @@ class Memory(EpisodicAccess):
 
     def __post_init__(self) -> None:
         check_schema(self.store, self.schema)   # another schema's store is refused at opening (store/schema_record.py)
-        self.retriever = Retriever(self.store, self.embedder, self.schema)
+        self.retriever = Retriever(self.store, self.embedder, self.schema, gate=lambda r: RecallGate(
+            self.schema, self.embedder, request_cues, protos=r.prototypes))
         if self.consent is None:
             from .extract.consent_llm import default_detector
 
@@ -307,8 +309,13 @@ class Memory(EpisodicAccess):
         return decisions, seen
 
     # --- reading ------------------------------------------------------------------------
-    def recall(self, utterance: str, user: str, k: Optional[int] = 5) -> list[RecallHit]:
-        return self.retriever.recall(utterance, user, k)
+    def recall(self, utterance: str, user: str, k: Optional[int] = 5, *, gate: bool = True,
+               min_score: Optional[float] = None) -> list[RecallHit]:
+        """The user's preferences that would change the answer to `utterance`, most relevant first: the recall gate
+        (retrieve/gate.py) keeps a hit only when its calibrated relevance passes, so most requests ("what's the
+        weather?", "call Anna") get none; `k` caps them (None: the passing ones of one subcategory). `gate=False`:
+        raw cosine top-k (k None: dynamic); `min_score`: raw top-k of at least that cosine."""
+        return self.retriever.recall(utterance, user, k, gate=gate, min_score=min_score)
 
     def preferences(self, user: str, category: Optional[str] = None) -> list[Preference]:
         return self.store.preferences(user, self.schema.resolve_prefix(category) if category else None)
@@ -431,6 +438,19 @@ class Memory(EpisodicAccess):
                                 + (" (that user was forgotten; nothing is held)"
                                    if self.store.verify_audit(user).entries else ""))   # a forgotten id's chains stay
         return self.store.forget(user, cause="user asked to be forgotten")
+
+
+def request_cues(text: str) -> RequestCues:
+    """CAIM's request rules (caim/controller.py) as the recall gate reads them."""
+    from .caim.controller import RuleController, advice_request, is_small_talk, personal_request
+
+    if is_small_talk(text):
+        return RequestCues(small_talk=True)
+    reason = RuleController().reason(text)   # patterns only (no embedder): cheap to make
+    about = reason if reason and not reason.startswith("asks for a recommendation") else None
+    return RequestCues(request=advice_request(text) or personal_request(text), about_self=about)
+
+
 
 
 def _apply_consent(tx, r, cause_base: str) -> ConsentAction:

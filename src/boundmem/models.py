@@ -188,10 +188,15 @@ class EpisodeResult(BaseModel):
 
 
 class RecallHit(BaseModel):
+    """A recalled preference: `score` its cosine to the request; with the recall gate on, `relevance` the gate's
+    probability that it changes the answer and `why` the rule and features that let it pass."""
+
     model_config = ConfigDict(frozen=True)
 
     preference: Preference
     score: float
+    relevance: Optional[float] = None
+    why: str = ""
 
 
 class ConsentAction(BaseModel):

@@ -57,5 +57,5 @@ def test_a_contradiction_turns_the_stored_like_into_a_dislike(mem):
     last = mem.store.audit("u")[-1]
     assert (last.op, last.before["polarity"], last.after["polarity"], last.after["attribute"]) == \
         ("update", "like", "dislike", "Jazz")
-    hit = mem.recall("what music do I dislike", "u", k=1)[0]
+    hit = mem.recall("what music do I dislike", "u", k=1, gate=False)[0]
     assert hit.preference.polarity == "dislike"   # recall returns the polarity with the value

@@ -1,7 +1,7 @@
 """Retrieval: cosine top-k over one user's stored preferences, k fixed or dynamic."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -10,6 +10,9 @@ from ..models import Preference, RecallHit
 from ..schema.model import Schema
 from ..store.base import Store
 from ..embed import Embedder
+from .gate import RecallGate
+
+GATE_CANDIDATES = 10   # the gate scores the user's 10 preferences closest to the request
 
 
 def subcategory_prototype(main_name: str, sub_name: str, description: str) -> str:
@@ -32,19 +35,38 @@ class Retriever:
     the overall top-n instead of the predicted subcategory's preferences would give .826.
     """
 
-    def __init__(self, store: Store, embedder: Embedder, schema: Optional[Schema] = None, prior_weight: float = 0.5):
+    def __init__(self, store: Store, embedder: Embedder, schema: Optional[Schema] = None, prior_weight: float = 0.5,
+                 gate: Optional[Callable[["Retriever"], RecallGate]] = None):
         self.store, self.embedder, self.schema, self.prior_weight = store, embedder, schema, prior_weight
         self._protos: Optional[dict[tuple[str, str], np.ndarray]] = None
+        self._make_gate, self._gate = gate, None
 
-    def recall(self, utterance: str, user: str, k: Optional[int] = 5) -> list[RecallHit]:
-        if k is not None and k < 1:
-            raise InputError(f"k must be >= 1 or None (dynamic), got {k}")
+    @property
+    def gate(self) -> Optional[RecallGate]:
+        """The recall gate (built on first use: it embeds the schema's category prototypes), or None."""
+        if self._gate is None and self._make_gate is not None:
+            self._gate = self._make_gate(self)
+        return self._gate
+
+    def recall(self, utterance: str, user: str, k: Optional[int] = 5, *, gate: bool = True,
+               min_score: Optional[float] = None) -> list[RecallHit]:
+        """With a gate (and `gate`, and no `min_score`): the hits that would change the answer, at most `k`
+        (None: the passing hits of one subcategory). Otherwise raw cosine top-k (k None: dynamic), only hits of at
+        least `min_score` when it is given."""
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise InputError(f"k must be >= 1 or None (dynamic), got {k!r}")
+        if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, (int, float))
+                                      or not -1.0 <= float(min_score) <= 1.0):
+            raise InputError(f"min_score must be a cosine between -1 and 1, got {min_score!r}")
         q = self.embedder.embed([utterance])[0]
+        g = self.gate if gate and min_score is None else None
+        if g is not None:
+            return g.select(utterance, q, self.store.search(user, q, GATE_CANDIDATES), k)
         if k is not None:
             hits = self.store.search(user, q, k)
         else:
             hits = self._dynamic(q, self.store.search(user, q, 1_000_000))
-        return [RecallHit(preference=p, score=s) for p, s in hits]
+        return [RecallHit(preference=p, score=s) for p, s in hits if min_score is None or s >= min_score]
 
     def predict_subcategory(self, query: np.ndarray, hits: list[tuple[Preference, float]]) -> Optional[tuple[str, str]]:
         """The (main, sub) keys among the user's stored ones that the utterance most likely asks about."""
@@ -63,6 +85,9 @@ class Retriever:
     def _dynamic(self, query: np.ndarray, hits: list[tuple[Preference, float]]) -> list[tuple[Preference, float]]:
         key = self.predict_subcategory(query, hits)
         return [(p, s) for p, s in hits if (p.path.main, p.path.sub) == key]
+
+    def prototypes(self) -> dict[tuple[str, str], np.ndarray]:
+        return self._prototypes()
 
     def _prototypes(self) -> dict[tuple[str, str], np.ndarray]:
         if self._protos is None:

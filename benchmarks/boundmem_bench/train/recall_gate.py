@@ -1,0 +1,215 @@
+"""Training the recall gate (`boundmem/retrieve/gate.py`) on the visible part of boundmem's own request sets.
+
+Sets (`boundmem_bench.recall_sets`): requests no preference should shape (written for boundmem), SLURP's spoken
+commands (devel split; the same: no preference should shape them), and requests one should shape, asked by users who
+hold the preference (CarMem's training users 51-100 in the in-car schema, generated residents in the smart-home
+schema). Only the visible part is read: visible users asking visible requests; the held-out part (30 % of users,
+of each family's templates and of the SLURP commands) is left to `boundmem bench recall`.
+
+Each of a request's candidate hits (the user's 10 preferences closest to it) is one row: label 1 when the request is
+a related one and the hit lies in one of its target categories. A logistic model over standardised features is fit
+on all visible rows; the threshold is chosen on out-of-fold probabilities (five folds of users): the one that gives
+the best hit@1 on the related requests while at least `none_rate` of the unrelated requests and of the SLURP commands
+(each) get no memory.
+
+    python -m boundmem_bench.train.recall_gate --carmem dataset.jsonl --slurp devel.jsonl \\
+        --out src/boundmem/retrieve/data/recall_gate.json
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from boundmem.retrieve.gate import FEATURES, GateModel
+from boundmem.retrieve.retriever import GATE_CANDIDATES
+from .gate import fit_logistic
+from ..recall_sets import (Case, Request, cases, incar_users, related_requests, slurp_requests, smarthome_users, store_users,
+                           unrelated_requests)
+
+FOLDS = 5
+REQUEST_SCALE = 10.0   # unit-norm embeddings scaled so Adam's step suits them (the saved weights are unscaled)
+
+
+@dataclass
+class Rows:
+    X: np.ndarray          # (rows, features)
+    y: np.ndarray          # 1: a right memory for a related request
+    case: np.ndarray       # row -> case index
+    cases: list[Case]
+
+
+def memories(work: Path, users, embedder_name: str = "minilm") -> dict[str, object]:
+    """One memory per schema (in-car, smart-home) in `work`, holding the users of that domain."""
+    from boundmem.memory import build_memory
+    from boundmem.schema.load import builtin_schema
+
+    out = {}
+    for domain in ("incar", "smarthome"):
+        mem = build_memory(db=work / f"{domain}.db", schema=builtin_schema(domain), embedder=embedder_name)
+        store_users(mem, [u for u in users if u.domain == domain])
+        out[domain] = mem
+    return out
+
+
+def case_rows(mems: dict, cs: Sequence[Case], need: dict[str, float]) -> Rows:
+    """Feature rows of every candidate hit of every case, as the gate sees them (`need`: the request model's
+    out-of-fold probability per request text)."""
+    texts = sorted({c.request.text for c in cs})
+    X, y, owner = [], [], []
+    for domain, mem in mems.items():
+        mine = [(i, c) for i, c in enumerate(cs) if c.user.domain == domain]
+        if not mine:
+            continue
+        vec = dict(zip(texts, mem.embedder.embed(texts)))
+        gate = mem.retriever.gate
+        for i, c in mine:
+            q = vec[c.request.text]
+            hits = mem.store.search(c.user.user, q, GATE_CANDIDATES)
+            if not hits:
+                continue
+            X.append(gate.features(c.request.text, q, hits, need=need[c.request.text]))
+            y += [1 if c.request.kind == "related" and any(p.path.within(t) for t in c.request.targets) else 0
+                  for p, _ in hits]
+            owner += [i] * len(hits)
+    return Rows(np.vstack(X), np.array(y), np.array(owner), list(cs))
+
+
+def request_model(embedder, requests: Sequence[Request], l2: float = 1e-3) -> tuple[np.ndarray, float, dict[str, float]]:
+    """Does a request need preference memory at all: logistic regression over its embedding (related: yes;
+    unrelated and SLURP: no), and each request's out-of-fold probability (five folds of templates)."""
+    texts = [r.text for r in requests]
+    E = np.asarray(embedder.embed(texts), np.float32) * REQUEST_SCALE
+    y = np.array([r.kind == "related" for r in requests], float)
+    # weigh the classes alike: there are many more unrelated requests than related ones
+    wpos = 0.5 / max(y.mean(), 1e-9)
+    wneg = 0.5 / max(1 - y.mean(), 1e-9)
+    weights = np.where(y > 0, wpos, wneg)
+    fold = np.array([int(hashlib.sha1(r.template.encode()).hexdigest()[:6], 16) % FOLDS for r in requests])
+    oof = np.zeros(len(texts))
+    for k in range(FOLDS):
+        hold = fold == k
+        w, b = fit_weighted(E[~hold], y[~hold], weights[~hold], l2)
+        oof[hold] = 1 / (1 + np.exp(-(E[hold] @ w + b)))
+    w, b = fit_weighted(E, y, weights, l2)
+    return w * REQUEST_SCALE, b, dict(zip(texts, oof))
+
+
+def fit_weighted(X: np.ndarray, y: np.ndarray, weights: np.ndarray, l2: float, iters: int = 400,
+                 lr: float = 0.05) -> tuple[np.ndarray, float]:
+    """Weighted binary logistic regression, full-batch Adam from zero (deterministic)."""
+    n, d = X.shape
+    w, b = np.zeros(d), 0.0
+    m, v, mb, vb = np.zeros(d), np.zeros(d), 0.0, 0.0
+    for t in range(1, iters + 1):
+        p = 1.0 / (1.0 + np.exp(-(X @ w + b)))
+        g = weights * (p - y) / n
+        gw, gb = X.T @ g + l2 * w, float(g.sum())
+        m, v = 0.9 * m + 0.1 * gw, 0.999 * v + 0.001 * gw * gw
+        mb, vb = 0.9 * mb + 0.1 * gb, 0.999 * vb + 0.001 * gb * gb
+        w -= lr * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+        b -= lr * (mb / (1 - 0.9 ** t)) / (np.sqrt(vb / (1 - 0.999 ** t)) + 1e-8)
+    return w, b
+
+
+def scores(rows: Rows, proba: np.ndarray, threshold: float) -> dict[str, float]:
+    """Per kind of request: the share that gets no memory, and (related) hit@1: the first passing hit is right."""
+    best: dict[int, tuple[float, int]] = {}
+    for p, lab, i in zip(proba, rows.y, rows.case):
+        if p >= threshold and (i not in best or p > best[i][0]):
+            best[i] = (float(p), int(lab))
+    out: dict[str, list[float]] = {}
+    for i, c in enumerate(rows.cases):
+        kind = c.request.kind
+        if kind == "related":
+            out.setdefault("related_hit1", []).append(1.0 if i in best and best[i][1] else 0.0)
+        else:
+            out.setdefault(f"{kind}_none", []).append(0.0 if i in best else 1.0)
+            out.setdefault(f"{kind}_none/{c.user.domain}", []).append(0.0 if i in best else 1.0)
+    return {k: float(np.mean(v)) for k, v in out.items()}
+
+
+def standardise(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    mean, scale = X.mean(0), X.std(0)
+    scale[scale < 1e-6] = 1.0
+    return mean, scale
+
+
+def fit(X: np.ndarray, y: np.ndarray, l2: float) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+    mean, scale = standardise(X)
+    w, b = fit_logistic(((X - mean) / scale).astype(np.float32), y, l2=l2, iters=600, lr=0.05)
+    return w.astype(float), float(b), mean, scale
+
+
+def choose_threshold(rows: Rows, proba: np.ndarray, none_rate: float) -> tuple[float, dict]:
+    best = (-1.0, 0.5, {})
+    for t in np.round(np.arange(0.05, 0.96, 0.01), 2):
+        s = scores(rows, proba, float(t))
+        if all(v >= none_rate for k, v in s.items() if "_none" in k):
+            if s.get("related_hit1", 0.0) > best[0]:
+                best = (s.get("related_hit1", 0.0), float(t), s)
+    if best[0] < 0:
+        raise SystemExit(f"no threshold keeps {none_rate:.0%} of the unrelated requests without memory")
+    return best[1], best[2]
+
+
+def train(carmem: Path, slurp: Path, work: Path, none_rate: float = 0.96, l2: float = 1e-3,
+          per_request: int = 3) -> tuple[GateModel, dict]:
+    users = incar_users(carmem) + smarthome_users()
+    requests = unrelated_requests() + related_requests() + slurp_requests(slurp)
+    visible_users = [u for u in users if u.part == "visible"]
+    visible = [r for r in requests if r.part == "visible"]
+    cs = [c for c in cases(visible, visible_users, per_request=per_request) if c.part == "visible"]
+    cs = [c for c in cs if c.request.kind != "slurp"] + cases([r for r in visible if r.kind == "slurp"], visible_users, 1)
+    mems = memories(work, visible_users)
+    need_w, need_b, need = request_model(mems["incar"].embedder, sorted({c.request for c in cs}, key=lambda r: r.text))
+    rows = case_rows(mems, cs, need)
+
+    # out-of-fold probabilities over five folds of users -> the threshold
+    ulist = sorted({c.user.user for c in cs})
+    fold_of = {u: k % FOLDS for k, u in enumerate(ulist)}
+    row_fold = np.array([fold_of[rows.cases[i].user.user] for i in rows.case])
+    oof = np.zeros(len(rows.y))
+    for k in range(FOLDS):
+        hold = row_fold == k
+        w, b, mean, scale = fit(rows.X[~hold], rows.y[~hold], l2)
+        oof[hold] = 1.0 / (1.0 + np.exp(-(((rows.X[hold] - mean) / scale) @ w + b)))
+    threshold, cv = choose_threshold(rows, oof, none_rate)
+
+    w, b, mean, scale = fit(rows.X, rows.y, l2)
+    trained_on = (f"boundmem_bench.recall_sets visible part: {sum(c.request.kind == 'unrelated' for c in cs)} unrelated "
+                  f"and {sum(c.request.kind == 'slurp' for c in cs)} SLURP devel requests, "
+                  f"{sum(c.request.kind == 'related' for c in cs)} related ones; users: CarMem 51-100 (in-car) and "
+                  f"generated smart-home residents ({len(ulist)} visible); threshold from 5-fold out-of-fold scores "
+                  f"(none >= {none_rate:.0%} for unrelated and SLURP)")
+    model = GateModel(features=FEATURES, w=w, b=b, threshold=threshold, mean=mean, scale=scale, trained_on=trained_on,
+                      need_w=need_w, need_b=need_b)
+    stats = {"rows": int(len(rows.y)), "positives": int(rows.y.sum()), "cases": len(cs), "threshold": threshold,
+             "cv": cv, "weights": dict(zip(FEATURES, np.round(w, 3).tolist()))}
+    return model, stats
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--carmem", required=True, type=Path, help="CarMem dataset.jsonl (only lines 51-100 are read)")
+    ap.add_argument("--slurp", required=True, type=Path, help="SLURP devel.jsonl")
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--none-rate", type=float, default=0.96,
+                    help="share of unrelated requests (and of SLURP commands) that must get no memory out of fold")
+    ap.add_argument("--l2", type=float, default=1e-3)
+    a = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        model, stats = train(a.carmem, a.slurp, Path(tmp), a.none_rate, a.l2)
+    model.save(a.out)
+    print(json.dumps(stats, indent=1))
+    print(f"wrote {a.out} ({a.out.stat().st_size} bytes)")
+
+
+if __name__ == "__main__":
+    main()

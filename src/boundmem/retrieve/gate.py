@@ -1,0 +1,276 @@
+"""The recall gate: of the preferences closest to a request, only those that would change the answer.
+
+Cosine top-k returns k preferences for every request, also for "what's the weather?" or "call Anna", and a fixed
+cosine cutoff cannot tell those apart from "find me a place for dinner", whose relevant memory ("Favorite cuisine:
+Italian") shares hardly a word with it. So each candidate hit is scored by a small logistic model over features of
+the request and of the hit, and kept when its probability reaches the model's threshold:
+
+- the request: what the request rules say (a request for advice, a recommendation or a task; a question about the
+  user's own preferences or past; small talk, which is declined before anything else), whether it names an explicit
+  setting (a number, "turn off ...", a value of the category's list), its length;
+- the hit: its cosine to the stored preference's enriched text, the margin to the next hit and the gap to the top,
+  the request's score for the hit's detail category in the schema's category index (`extract/category_index.py`:
+  its name, description and example phrasings) and how far that is from the best category, the similarity to the
+  subcategory's prototype, whether the request names the category's domain ("music", "parking").
+
+The rules are injected (`cues`; `Memory` passes CAIM's request rules), so this module knows no rule text. The model
+is package data (`data/recall_gate.json`) written by `boundmem_bench.train.recall_gate` from request sets written
+for it, with held-out users and requests it never saw; every feature is relative to the schema, so a schema the
+model was not trained on (an operator's own) is read the same way. Passing hits are ordered by probability, which is
+also what puts "Favorite genres" before "Favorite podcast shows" for "put on some music": `k` is only a cap.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..extract.category_index import CategoryIndex
+from ..models import Preference, RecallHit
+from ..schema.model import Schema
+
+FEATURES = (
+    "cosine", "margin_next", "gap_top", "is_top", "category", "category_gap", "category_best_held", "subcategory",
+    "asks_for", "asks_for_gap", "domain_named", "value_named", "request", "about_self", "explicit", "number", "length",
+    "need",
+)
+# what a request about a category sounds like, for any schema ("find me restaurant", "adjust climate control")
+ASK_FRAMES = ("{}", "I want {}", "find me {}", "recommend {}", "adjust the {}", "play {}", "set the {} I like")
+BUNDLED = "recall_gate.json"
+
+
+@dataclass(frozen=True)
+class RequestCues:
+    """What the request rules read in a request: `request` (the cue of a request for advice, a recommendation or a
+    task), `about_self` (a question about the user's own preferences or past), `small_talk` (only greetings, thanks,
+    acknowledgements)."""
+
+    small_talk: bool = False
+    request: Optional[str] = None
+    about_self: Optional[str] = None
+
+
+CueReader = Callable[[str], RequestCues]
+
+
+def no_cues(text: str) -> RequestCues:
+    return RequestCues()
+
+
+@dataclass(frozen=True)
+class GateModel:
+    """Logistic weights over `features`, the probability a hit must reach, and what it was trained on."""
+
+    features: tuple[str, ...]
+    w: np.ndarray
+    b: float
+    threshold: float
+    mean: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    scale: np.ndarray = field(default_factory=lambda: np.ones(0))
+    trained_on: str = ""
+    need_w: np.ndarray = field(default_factory=lambda: np.zeros(0))   # over the request's embedding: does it
+    need_b: float = 0.0                                               # need preference memory at all?
+
+    def probability(self, X: np.ndarray) -> np.ndarray:
+        Z = (X - self.mean) / self.scale if len(self.mean) else X
+        return 1.0 / (1.0 + np.exp(-(Z @ self.w + self.b)))
+
+    def need(self, q: np.ndarray) -> float:
+        """The request model's probability that a request (its embedding) needs preference memory at all."""
+        if not len(self.need_w) or len(self.need_w) != len(q):
+            return 0.5
+        return float(1.0 / (1.0 + np.exp(-(float(np.asarray(q, float) @ self.need_w) + self.need_b))))
+
+    def to_json(self) -> dict:
+        return {"features": list(self.features), "w": [round(float(v), 6) for v in self.w], "b": round(self.b, 6),
+                "threshold": round(self.threshold, 6), "mean": [round(float(v), 6) for v in self.mean],
+                "scale": [round(float(v), 6) for v in self.scale], "trained_on": self.trained_on,
+                "need_w": [round(float(v), 5) for v in self.need_w], "need_b": round(self.need_b, 6)}
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
+
+    @classmethod
+    def from_json(cls, data: dict, where: str = "recall gate") -> "GateModel":
+        try:
+            feats = tuple(data["features"])
+            m = cls(features=feats, w=np.asarray(data["w"], float), b=float(data["b"]),
+                    threshold=float(data["threshold"]), mean=np.asarray(data.get("mean", []), float),
+                    scale=np.asarray(data.get("scale", []), float), trained_on=str(data.get("trained_on", "")),
+                    need_w=np.asarray(data.get("need_w", []), float), need_b=float(data.get("need_b", 0.0)))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ConfigError(f"{where}: not a recall gate model ({type(e).__name__}: {e})") from None
+        unknown = [f for f in feats if f not in FEATURES]
+        if unknown or len(m.w) != len(feats) or (len(m.mean) and len(m.mean) != len(feats)):
+            raise ConfigError(f"{where}: features {unknown or feats} do not match the weights or this version's features")
+        return m
+
+    @classmethod
+    def load(cls, path: str | Path) -> "GateModel":
+        return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")), str(path))
+
+    @classmethod
+    def bundled(cls) -> "GateModel":
+        text = resources.files("boundmem.retrieve").joinpath("data", BUNDLED).read_text(encoding="utf-8")
+        return cls.from_json(json.loads(text), f"boundmem/retrieve/data/{BUNDLED}")
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+# words of category names that say nothing about a domain ("Preferred Type of Charging while traveling")
+_GENERIC = frozenset("""a an and at being e f for general in interest of on or other points preference preferences
+preferred favorite favourite specific the to type types while when with willingness need price sensitivity priority
+tolerance desired range settings setting vehicle comfort everyday public time direction method mode service source
+local extra pay paid level station""".split())
+_EXPLICIT = re.compile(r"^\W*(please |hey |ok(ay)? |now )?((can|could|would|will) you (please )?)?"
+                       r"(turn (on|off|up|down)|turn (the|my) \w+( \w+)? (on|off|up|down)|switch (on|off)|switch (the|my) "
+                       r"\w+( \w+)? (on|off)|open|close|lock|unlock|mute|unmute|stop|pause|resume|skip|cancel|call|ring|"
+                       r"phone|dial|text|message|email|navigate|take me (to|home)|drive (me )?(to|home)|directions to|"
+                       r"remind|wake me|set (an?|the|my) (alarm|timer|reminder)|increase|decrease|raise|lower|next|"
+                       r"previous|repeat|read|tell me (a|the|what|when|how)|what('s| is) the (time|date|weather)|volume)\b",
+                       re.I)
+_NUMBER = re.compile(r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
+                     r"half|quarter)\b", re.I)
+
+
+def _stem(w: str) -> str:
+    """A crude stem: the first four letters of a longer word ("routing", "route" -> "rout"; "parking" -> "park")."""
+    return w[:4] if len(w) > 4 else w
+
+
+def _words(text: str) -> set[str]:
+    return {_stem(w) for w in _WORD.findall(text.lower()) if len(w) > 2}
+
+
+class RecallGate:
+    """Scores candidate hits for a request and keeps those the model says would change the answer."""
+
+    def __init__(self, schema: Schema, embedder, cues: CueReader = no_cues, model: Optional[GateModel] = None,
+                 protos: Optional[Callable[[], dict]] = None):
+        self.schema, self.embedder, self.cues = schema, embedder, cues
+        self._model = model
+        self.index = CategoryIndex(schema, embedder)
+        self._col = {p: i for i, p in enumerate(self.index.paths)}
+        self._protos = protos or (lambda: {})
+        self._domain = {p: _words(" ".join((r.sub.name, r.detail.name))) - _GENERIC
+                        for p, r in zip(self.index.paths, self.index.refs)}
+        self._values = {p: [v.lower() for v in r.detail.attributes if len(v) > 2]
+                        for p, r in zip(self.index.paths, self.index.refs)}
+        self._asks: Optional[tuple[np.ndarray, np.ndarray]] = None
+
+    def _ask_scores(self, q: np.ndarray) -> np.ndarray:
+        """Per detail category: the best cosine of the request to what a request about it sounds like (its own and
+        its subcategory's name in a few frames, and the subcategory's description)."""
+        if self._asks is None:
+            texts, owner = [], []
+            for i, r in enumerate(self.index.refs):
+                for name in dict.fromkeys((r.detail.name.lower(), r.sub.name.lower())):
+                    for f in ASK_FRAMES:
+                        texts.append(f.format(name))
+                        owner.append(i)
+                if r.sub.description:
+                    texts.append(r.sub.description)
+                    owner.append(i)
+            E = self.embedder.embed(texts)
+            owner_a = np.array(owner)
+            self._asks = (E, owner_a)
+        E, owner_a = self._asks
+        sims = E @ np.asarray(q, E.dtype)
+        out = np.full(len(self.index.refs), -1.0)
+        np.maximum.at(out, owner_a, sims)
+        return out
+
+    @property
+    def model(self) -> GateModel:
+        if self._model is None:
+            self._model = GateModel.bundled()
+        return self._model
+
+    def features(self, utterance: str, q: np.ndarray, hits: Sequence[tuple[Preference, float]],
+                 cues: Optional[RequestCues] = None, need: Optional[float] = None) -> np.ndarray:
+        """(hits, len(FEATURES)) in FEATURES order, for hits sorted by cosine, best first (`need`: the request
+        model's probability, when the caller has it)."""
+        cues = cues if cues is not None else self.cues(utterance)
+        n = len(hits)
+        X = np.zeros((n, len(FEATURES)), np.float64)
+        if not n:
+            return X
+        text = " ".join(utterance.lower().split())
+        words = _words(text)
+        cat = self.index.category_scores(np.asarray(q, np.float32).reshape(1, -1))[0]
+        best_cat = float(cat.max()) if len(cat) else 0.0
+        asks = self._ask_scores(q)
+        best_ask = float(asks.max()) if len(asks) else 0.0
+        held = [self._col.get(str(p.path), -1) for p, _ in hits]
+        held_cats = [cat[c] if c >= 0 else -1.0 for c in held]
+        best_held = max(held_cats)
+        need = self.model.need(q) if need is None else need
+        protos = self._protos()
+        cos = [s for _, s in hits]
+        request = 1.0 if cues.request else 0.0
+        about_self = 1.0 if cues.about_self else 0.0
+        explicit = 1.0 if _EXPLICIT.search(text) else 0.0
+        number = 1.0 if _NUMBER.search(text) else 0.0
+        length = min(len(text.split()), 30) / 10.0
+        for i, (p, s) in enumerate(hits):
+            path = str(p.path)
+            c = held_cats[i]
+            proto = protos.get((p.path.main, p.path.sub))
+            values = self._values.get(path, []) + [p.attribute.lower()]
+            a = asks[held[i]] if held[i] >= 0 else -1.0
+            X[i] = (s, s - cos[i + 1] if i + 1 < n else s, cos[0] - s, 1.0 if i == 0 else 0.0, c, c - best_cat,
+                    1.0 if c >= best_held else 0.0, float(proto @ q) if proto is not None else 0.0, a, a - best_ask,
+                    1.0 if words & self._domain.get(path, set()) else 0.0,
+                    1.0 if any(re.search(r"(?<!\w)" + re.escape(v) + r"(?!\w)", text) for v in values) else 0.0,
+                    request, about_self, explicit, number, length, need)
+        return X
+
+    def select(self, utterance: str, q: np.ndarray, hits: Sequence[tuple[Preference, float]],
+               k: Optional[int]) -> list[RecallHit]:
+        """The hits that pass, most probable first, at most `k` (None: every passing hit of the best one's
+        subcategory, the gate's dynamic k)."""
+        cues = self.cues(utterance)
+        if cues.small_talk or not hits:
+            return []
+        X = self.features(utterance, q, hits, cues)
+        proba = self.model.probability(X[:, [FEATURES.index(f) for f in self.model.features]])
+        order = [i for i in np.argsort(-proba, kind="stable") if proba[i] >= self.model.threshold]
+        if k is None and order:
+            top = hits[order[0]][0].path
+            order = [i for i in order if (hits[i][0].path.main, hits[i][0].path.sub) == (top.main, top.sub)]
+        elif k is not None:
+            order = order[:k]
+        return [RecallHit(preference=hits[i][0], score=hits[i][1], relevance=round(float(proba[i]), 4),
+                          why=self._why(X[i], proba[i], cues)) for i in order]
+
+    def _why(self, x: np.ndarray, p: float, cues: RequestCues) -> str:
+        """The request rule that fired (if any) and the features that pushed this hit up most."""
+        m = self.model
+        cols = [FEATURES.index(f) for f in m.features]
+        z = (x[cols] - m.mean) / m.scale if len(m.mean) else x[cols]
+        contrib = z * m.w
+        parts = [f"p={p:.2f}"]
+        if cues.request:
+            parts.append(f"request {cues.request!r}")
+        if cues.about_self:
+            parts.append(f"about the user {cues.about_self!r}")
+        for j in np.argsort(-contrib)[:2]:
+            f = m.features[j]
+            if contrib[j] <= 0 or f in ("request", "about_self"):
+                continue
+            parts.append(_LABEL.get(f, f) + (f" {x[cols][j]:.2f}" if f in _VALUED else ""))
+        return "; ".join(parts)
+
+
+_VALUED = {"cosine", "margin_next", "gap_top", "category", "category_gap", "subcategory", "asks_for", "need"}
+_LABEL = {"cosine": "cosine", "margin_next": "margin to the next hit", "gap_top": "gap to the top hit",
+          "is_top": "top hit", "category": "category match", "category_gap": "category gap",
+          "category_best_held": "best category the user holds", "subcategory": "subcategory match",
+          "asks_for": "asks for the category", "asks_for_gap": "the category asked for most", "need": "request model",
+          "domain_named": "names the category's domain", "value_named": "names a value of the category",
+          "explicit": "explicit command", "number": "names a number", "length": "length"}
