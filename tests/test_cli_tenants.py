@@ -19,7 +19,7 @@ def test_ingest_and_recall_for_a_tenant_user(tmp_path):
     db, conv = tmp_path / "m.db", tmp_path / "c.json"
     conv.write_text(json.dumps({"id": "c1", "turns": [{"role": "user", "text": "I love Italian food."}]}))
     assert run("ingest", conv, "--tenant", "acme", "-u", "dana", "--db", db, *FAST).exit_code == 0
-    r = run("recall", "food", "--tenant", "acme", "-u", "dana", "--db", db, "--embedder", "hash")
+    r = run("recall", "food", "--tenant", "acme", "-u", "dana", "--db", db, "--embedder", "hash", "--no-gate")
     assert r.exit_code == 0 and "Italian" in r.output
     r = run("recall", "food", "-u", "dana", "--db", db, "--embedder", "hash")
     assert r.exit_code == 2 and "--tenant acme" in r.output and "nothing stored" not in r.output

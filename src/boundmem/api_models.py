@@ -37,7 +37,12 @@ class RecallRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     utterance: str = Field(min_length=1, max_length=4000, description="What the user just said.")
-    k: Optional[int] = Field(5, ge=1, le=100, description="How many preferences; null = dynamic (the best match's subcategory).")
+    k: Optional[int] = Field(5, ge=1, le=100, description="At most this many preferences; null = dynamic (one "
+                             "subcategory's).")
+    gate: bool = Field(True, description="Only the preferences that would change the answer (the recall gate; most "
+                       "requests get none). false: raw cosine top-k.")
+    min_score: Optional[float] = Field(None, ge=-1.0, le=1.0, description="Raw top-k of at least this cosine "
+                                       "(instead of the gate).")
 
 
 class PreferenceOut(BaseModel):
@@ -101,12 +106,15 @@ class IngestOut(BaseModel):
 
 class RecallHitOut(BaseModel):
     preference: PreferenceOut
-    score: float
+    score: float = Field(description="Cosine of the preference to the utterance.")
+    relevance: Optional[float] = Field(None, description="With the gate on: its probability that the preference "
+                                       "changes the answer.")
+    why: str = Field("", description="With the gate on: the rule and features that let it pass.")
 
 
 class RecallOut(BaseModel):
     user: str
-    hits: list[RecallHitOut]
+    hits: list[RecallHitOut] = Field(description="Best first; empty when nothing stored would change the answer.")
 
 
 class OptOutList(BaseModel):

@@ -110,6 +110,13 @@ def _u(user: str) -> str:
     return quote(user, safe="")
 
 
+def _recall_body(utterance: str, k: Optional[int], gate: bool, min_score: Optional[float]) -> dict:
+    body: dict = {"utterance": utterance, "k": k, "gate": gate}
+    if min_score is not None:
+        body["min_score"] = min_score
+    return body
+
+
 def _conversation(c: ConversationInput, conversation_id: Optional[str]) -> dict:
     """Read here by the server's own rule (`messages.py`), so a wrong shape is an InputError before any request."""
     return to_conversation(c, conversation_id).model_dump(mode="json", exclude_none=True)
@@ -134,8 +141,12 @@ class _Ops:
     def job(self, user: str, job_id: str):
         return self._call("GET", f"/v1/users/{_u(user)}/jobs/{_u(job_id)}", JobOut)
 
-    def recall(self, user: str, utterance: str, k: Optional[int] = 5):
-        return self._call("POST", f"/v1/users/{_u(user)}/recall", RecallOut, json={"utterance": utterance, "k": k})
+    def recall(self, user: str, utterance: str, k: Optional[int] = 5, *, gate: bool = True,
+               min_score: Optional[float] = None):
+        """The preferences that would change the answer (the server's recall gate; often none); `gate=False` or
+        `min_score`: raw cosine top-k."""
+        return self._call("POST", f"/v1/users/{_u(user)}/recall", RecallOut,
+                          json=_recall_body(utterance, k, gate, min_score))
 
     def preferences(self, user: str, category: Optional[str] = None):
         params = {"category": category} if category else None

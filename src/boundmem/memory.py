@@ -1,6 +1,7 @@
 """The `Memory` facade: extract -> maintain -> store, and recall, with every stage injected."""
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -12,8 +13,9 @@ from .episodes import EpisodicAccess
 from .errors import ConflictError, InputError, NotFoundError
 from .extract.base import Extractor, Warmable
 from .maintain.base import Maintainer, enforce_multiplicity
-from .models import (AuditEntry, Candidate, ConsentAction, ConsentRecord, Conversation, Decision, IngestResult,
-                     Observation, Polarity, Preference, RecallHit, UserExport, consent_records, utcnow)
+from .models import (AuditEntry, Candidate, ConsentAction, ConsentRecord, Conversation, Decision, EpisodeRecall,
+                     IngestResult, MemoryRecall, Observation, Polarity, Preference, RecallHit, UserExport,
+                     consent_records, utcnow)
 from .embed import Embedder
 from .jobs import Job, JobQueue
 from .messages import ConversationInput, to_conversation
@@ -317,6 +319,16 @@ class Memory(EpisodicAccess):
         raw cosine top-k (k None: dynamic); `min_score`: raw top-k of at least that cosine."""
         return self.retriever.recall(utterance, user, k, gate=gate, min_score=min_score)
 
+    def recall_all(self, utterance: str, user: str, k: Optional[int] = 5, *, gate: bool = True,
+                   min_score: Optional[float] = None, today: Optional[date] = None) -> MemoryRecall:
+        """Preferences and, where episodic memory is on for the user, episodes that help with `utterance`: each kind
+        passes its own gate (the recall gate; CAIM's controller and relevance cutoff), and together they are at most
+        `k` (`merge_recalls`). `gate=False` turns both gates off."""
+        prefs = self.recall(utterance, user, k, gate=gate, min_score=min_score)
+        eps = (self.episodic_memory.search(utterance, user, k or 5, today=today, gate=gate)
+               if self.episodic_on(user) else None)
+        return merge_recalls(prefs, eps, k)
+
     def preferences(self, user: str, category: Optional[str] = None) -> list[Preference]:
         return self.store.preferences(user, self.schema.resolve_prefix(category) if category else None)
 
@@ -438,6 +450,19 @@ class Memory(EpisodicAccess):
                                 + (" (that user was forgotten; nothing is held)"
                                    if self.store.verify_audit(user).entries else ""))   # a forgotten id's chains stay
         return self.store.forget(user, cause="user asked to be forgotten")
+
+
+def merge_recalls(prefs: list[RecallHit], episodes: Optional[EpisodeRecall], k: Optional[int]) -> MemoryRecall:
+    """One list of what helps, at most `k` (None: no joint cap): preferences and episodes taken in turn, each list
+    best first, so neither kind crowds the other out."""
+    eps = list(episodes.hits) if episodes is not None else []
+    if k is not None and len(prefs) + len(eps) > k:
+        order = [x for pair in itertools.zip_longest(prefs, eps) for x in pair if x is not None][:k]
+        keep = {id(x) for x in order}
+        prefs, eps = [h for h in prefs if id(h) in keep], [h for h in eps if id(h) in keep]
+    if episodes is not None:
+        episodes = episodes.model_copy(update={"hits": eps})
+    return MemoryRecall(preferences=prefs, episodes=episodes)
 
 
 def request_cues(text: str) -> RequestCues:

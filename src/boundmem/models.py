@@ -173,6 +173,18 @@ class EpisodeRecall(BaseModel):
     hits: list[EpisodeHit] = Field(default_factory=list)
 
 
+class MemoryRecall(BaseModel):
+    """What helps with one request: preferences (the recall gate) and, where episodic memory is on for the user,
+    episodes (CAIM's controller; None where it is off), together at most the caller's k."""
+
+    preferences: list[RecallHit] = Field(default_factory=list)
+    episodes: Optional[EpisodeRecall] = None
+
+    @property
+    def count(self) -> int:
+        return len(self.preferences) + (len(self.episodes.hits) if self.episodes else 0)
+
+
 class EpisodeResult(BaseModel):
     """What post-thinking did with one conversation (or one session end)."""
 

@@ -128,3 +128,21 @@ def test_a_broken_model_file_is_a_config_error(tmp_path):
     p.write_text(json.dumps({"features": ["cosine"]}))
     with pytest.raises(ConfigError, match="not a recall gate model"):
         GateModel.load(p)
+
+
+def test_preferences_and_episodes_share_one_cap_taking_turns(ann):
+    from datetime import date
+
+    from boundmem.memory import merge_recalls
+    from boundmem.models import Episode, EpisodeHit, EpisodeRecall
+
+    prefs = ann.recall("Find me a place for dinner.", "ann", k=3, gate=False)
+    now = prefs[0].preference.created_at
+    eps = [EpisodeHit(episode=Episode(id=f"e{i}", user="ann", text=f"thought {i}", tags=("Food/Restaurant/x",),
+                                      day=date(2026, 1, 1), term="long", created_at=now, updated_at=now), score=0.5)
+           for i in range(3)]
+    got = merge_recalls(prefs, EpisodeRecall(retrieved=True, hits=eps), 4)
+    assert [h.preference.id for h in got.preferences] == [h.preference.id for h in prefs[:2]]
+    assert [h.episode.id for h in got.episodes.hits] == ["e0", "e1"] and got.count == 4
+    assert merge_recalls(prefs, None, 2).count == 2 and merge_recalls([], None, 5).count == 0
+    assert merge_recalls(prefs, EpisodeRecall(retrieved=False), None).episodes.hits == []

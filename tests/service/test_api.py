@@ -49,12 +49,12 @@ def test_list_filtered_by_category(client):
 
 def test_recall_returns_the_relevant_preference(client):
     add(client, "I love Italian food.", "I always fill up at PetroLux.")
-    r = client.post(f"{U}/recall", json={"utterance": "any Italian food places nearby?", "k": 1}, headers=A)
+    r = client.post(f"{U}/recall", json={"utterance": "any Italian food places nearby?", "k": 1, "gate": False}, headers=A)
     assert r.status_code == 200, r.text
     hits = r.json()["hits"]
     assert len(hits) == 1 and hits[0]["preference"]["attribute"] == "Italian"
     assert hits[0]["preference"]["sentence"] == "I love Italian food."
-    dyn = client.post(f"{U}/recall", json={"utterance": "Italian food", "k": None}, headers=A)
+    dyn = client.post(f"{U}/recall", json={"utterance": "Italian food", "k": None, "gate": False}, headers=A)
     assert dyn.status_code == 200 and dyn.json()["hits"][0]["preference"]["attribute"] == "Italian"
 
 
@@ -184,7 +184,7 @@ def test_openapi_documents_typed_models_and_bearer_auth(client):
     assert {"/v1/users/{user}/conversations", "/v1/users/{user}/recall", "/v1/users/{user}/preferences",
             "/v1/users/{user}/preferences/{pref_id}", "/v1/users/{user}/export", "/v1/users/{user}", "/v1/schema"} <= set(paths)
     schemas = spec["components"]["schemas"]
-    assert set(schemas["RecallRequest"]["properties"]) == {"utterance", "k"}
+    assert set(schemas["RecallRequest"]["properties"]) == {"utterance", "k", "gate", "min_score"}
     assert "sentence" in schemas["PreferenceOut"]["properties"]
     assert any(s.get("scheme") == "bearer" for s in spec["components"]["securitySchemes"].values())
 

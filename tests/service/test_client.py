@@ -36,7 +36,7 @@ def client(app):
 def test_every_call_answers_the_servers_models(client):
     r = client.add("alice", ITALIAN)
     assert isinstance(r, IngestOut) and [d.action for d in r.decisions] == ["insert"]
-    hits = client.recall("alice", "Where should we eat?", k=3)
+    hits = client.recall("alice", "Where should we eat?", k=3, gate=False)
     assert isinstance(hits, RecallOut) and hits.hits[0].preference.attribute == "Italian"
     prefs = client.preferences("alice").preferences
     assert [p.sentence for p in prefs] == ["I always go for Italian food."]
@@ -119,7 +119,7 @@ def test_async_client(app):
         async with httpx.AsyncClient(transport=transport) as http:
             c = AsyncClient("http://testserver", KEY_A, http_client=http)
             assert [d.action for d in (await c.add("alice", ITALIAN)).decisions] == ["insert"]
-            hits = await c.recall("alice", "Where should we eat?")
+            hits = await c.recall("alice", "Where should we eat?", gate=False)
             assert hits.hits[0].preference.attribute == "Italian"
             job = await c.add("alice", {"id": "c2", "turns": [{"role": "user", "text": "I love Mexican food."}]},
                               wait=False)

@@ -50,12 +50,12 @@ def test_add_and_recall_over_stdio(tmp_path):
         assert {"add", "recall", "list_preferences", "delete_preference", "list_observations", "confirm_observation",
                 "dismiss_observation"} <= set(tools)
         schema = getattr(tools["recall"], "input_schema", None) or tools["recall"].inputSchema
-        assert {"utterance", "k"} <= set(schema["properties"])
+        assert {"utterance", "k", "gate", "min_score"} <= set(schema["properties"])
         assert all("user" not in (getattr(t, "input_schema", None) or t.inputSchema)["properties"] for t in tools.values())
         added = _structured(await s.call_tool("add", {"user_messages": [
             "I love Italian food.", "I always fill up at PetroLux."], "conversation_id": "chat-1"}))
         assert {p["attribute"] for p in added["stored"]} == {"Italian", "PetroLux"}
-        hits = _structured(await s.call_tool("recall", {"utterance": "hungry for Italian food", "k": 1}))
+        hits = _structured(await s.call_tool("recall", {"utterance": "hungry for Italian food", "k": 1, "gate": False}))
         bad = await s.call_tool("recall", {"user": "bob:x", "utterance": "Italian"})
         return hits, bad
 

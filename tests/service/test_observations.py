@@ -23,7 +23,7 @@ def test_preferences_carry_polarity_and_read_as_the_user_meant(client):
     listed = {p["attribute"]: p for p in client.get("/v1/users/alice/preferences", headers=A).json()["preferences"]}
     assert {k: (v["polarity"], v["display"]) for k, v in listed.items()} == {
         k: (v["polarity"], v["display"]) for k, v in by_value.items()}
-    hits = client.post("/v1/users/alice/recall", headers=A, json={"utterance": "some Jazz music?", "k": 3}).json()["hits"]
+    hits = client.post("/v1/users/alice/recall", headers=A, json={"utterance": "some Jazz music?", "k": 3, "gate": False}).json()["hits"]
     assert any(h["preference"]["attribute"] == "Jazz" and h["preference"]["polarity"] == "dislike" for h in hits)
     exported = {p["attribute"]: p["polarity"] for p in client.get("/v1/users/alice/export", headers=A).json()["preferences"]}
     assert exported == {"Jazz": "dislike", "Highways": "like", "Italian": "like"}
@@ -46,7 +46,7 @@ def test_a_one_off_choice_is_an_observation_listed_confirmed_or_dismissed(client
     listed = client.get("/v1/users/alice/observations", headers=A).json()
     assert listed["user"] == "alice" and {o["attribute"] for o in listed["observations"]} == {"Jazz", "Rock"}
     assert client.get("/v1/users/alice/preferences", headers=A).json()["preferences"] == []   # not preferences
-    assert client.post("/v1/users/alice/recall", headers=A, json={"utterance": "Jazz or Rock?"}).json()["hits"] == []
+    assert client.post("/v1/users/alice/recall", headers=A, json={"utterance": "Jazz or Rock?", "gate": False}).json()["hits"] == []
 
     rock = next(o for o in listed["observations"] if o["attribute"] == "Rock")
     r = client.post(f"/v1/users/alice/observations/{rock['id']}/confirm", headers=A)

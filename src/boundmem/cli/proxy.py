@@ -25,7 +25,12 @@ def proxy(upstream: str = typer.Option(None, "--upstream", callback=cli_default(
           db: str = DB, schema: Optional[Path] = SCHEMA,
           keys: Optional[Path] = KEYS,
           host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8001, "--port"),
-          k: int = typer.Option(5, "--k", min=1, max=50, help="Preferences recalled into the system message."),
+          k: int = typer.Option(5, "--k", min=1, max=50, help="At most this many memories (preferences and episodes) "
+                                "into the system message; only those that would change the answer."),
+          gate: bool = typer.Option(True, "--gate/--no-gate", help="The recall gate (default): inject only what would "
+                                    "change the answer, often nothing; --no-gate: raw top-k for every request."),
+          min_score: Optional[float] = typer.Option(None, "--min-score", min=-1.0, max=1.0,
+                                                    help="Raw top-k of at least this cosine (instead of the gate)."),
           timeout: float = typer.Option(120.0, "--timeout", min=1.0, help="Seconds to wait for the upstream."),
           extractor: str = EXTRACTOR, maintainer: str = MAINTAINER, embedder: str = EMBEDDER,
           token_secret: Optional[Path] = SECRET, token_state: Optional[Path] = STATE,
@@ -54,7 +59,8 @@ def proxy(upstream: str = typer.Option(None, "--upstream", callback=cli_default(
         proxy_app = create_proxy(mem, ring, upstream, upstream_key=secret_from(upstream_key_env), k=k,
                                  tokens=_issuer(token_secret, token_state), timeout=timeout, max_body_bytes=max_body,
                                  rate_limit=_throttle(rate, burst, user_rate),
-                                 limits=_limits(max_turns, max_turn_chars, max_total_chars), forward_user=forward_user)
+                                 limits=_limits(max_turns, max_turn_chars, max_total_chars), forward_user=forward_user,
+                                 gate=gate, min_score=min_score)
         from ..service.accesslog import install
 
         config = uvicorn.Config(proxy_app, host=host, port=port, log_level="info")

@@ -178,16 +178,23 @@ def ingest(file: Path, user: str = USER, db: str = DB, schema: Optional[Path] = 
 @app.command()
 def recall(utterance: str, user: str = USER, db: str = DB, schema: Optional[Path] = SCHEMA,
            k: Optional[int] = typer.Option(5, "-k", help="How many; 0 = dynamic (the best match's subcategory)."),
-           embedder: str = EMBEDDER, tenant: Optional[str] = TENANT):
-    """The stored preferences most relevant to what the user just said. A user the store does not hold is an error
-    (exit 2; a user of an API tenant is named with --tenant), never "nothing stored"."""
+           embedder: str = EMBEDDER, tenant: Optional[str] = TENANT,
+           gate: bool = typer.Option(True, "--gate/--no-gate", help="Only what would change the answer (the recall "
+                                     "gate); --no-gate: raw cosine top-k."),
+           min_score: Optional[float] = typer.Option(None, "--min-score", min=-1.0, max=1.0,
+                                                     help="Raw top-k of at least this cosine (instead of the gate).")):
+    """The stored preferences that would change the answer to what the user just said (often none). A user the
+    store does not hold is an error (exit 2; a user of an API tenant is named with --tenant), never "nothing stored"."""
     mem = _memory(db, schema, embedder=embedder)
-    hits = mem.recall(utterance, _existing(mem.store, db, user, tenant), k=None if k == 0 else k)
+    ns = _existing(mem.store, db, user, tenant)
+    hits = mem.recall(utterance, ns, k=None if k == 0 else k, gate=gate, min_score=min_score)
     if not hits:
-        console.print("nothing stored for this user")
+        console.print("nothing stored would change the answer (--no-gate: raw top-k)" if gate and min_score is None
+                      and mem.store.preferences(ns) else "nothing stored for this user")
     for h in hits:
         p = h.preference
-        console.print(f"{h.score:.3f}  {p.path}  {_reads(mem.schema, p)!r}  <- \"{p.sentence}\"")
+        why = f"  ({h.why})" if h.why else ""
+        console.print(f"{h.score:.3f}  {p.path}  {_reads(mem.schema, p)!r}  <- \"{p.sentence}\"{why}")
 
 
 @app.command("opt-out")

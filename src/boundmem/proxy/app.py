@@ -10,8 +10,10 @@ For each request:
    as the API's is (size, JSON depth), and so are the user's messages (the API's content limits: turns, characters
    per turn and in all), since the last one is recalled on and learnt from: a longer message is refused (413), never
    cut, so no stored sentence is longer than a turn may be.
-2. *Recall*: the user's stored preferences most relevant to the last user message (opt-outs excluded) are added to
-   the system message (a new one at the start if the request has none). A failing recall (busy store, ...) is
+2. *Recall*: the user's stored preferences that would change the answer to the last user message (the recall gate,
+   `retrieve/gate.py`; opt-outs excluded) are added to the system message (a new one at the start if the request has
+   none); most messages ("navigate to the airport", "call Anna") get none, and then nothing is added
+   (`X-Boundmem-Recall: none`). A failing recall (busy store, ...) is
    logged and the request goes on without memory: the memory never breaks a reply.
    Where episodic memory is on for the tenant (BOUNDMEM_EPISODIC_TENANTS), CAIM's controller decides whether the
    message needs memory at all; only then are the episodes that help ("the restaurant you suggested on Tuesday")
@@ -19,7 +21,8 @@ For each request:
 3. *Forward*: the request goes to the upstream with the upstream's own key (`--upstream-key`, never the caller's)
    and without the `user` field (the end user's id is not the model vendor's business) unless `forward_user`;
    the answer (or the stream, chunk by chunk) goes back unchanged, with `X-Boundmem-Recall-Ms`,
-   `X-Boundmem-Recalled`, `X-Boundmem-Episodes` and `X-Boundmem-Episodic` (off, declined or retrieved) headers. `/v1/models` and `/v1/models/{id}` are passed through.
+   `X-Boundmem-Recall` (none, or how many memories went into the prompt), `X-Boundmem-Recalled` (preferences),
+   `X-Boundmem-Episodes` and `X-Boundmem-Episodic` (off, declined or retrieved) headers. `/v1/models` and `/v1/models/{id}` are passed through.
 4. *Learn*: after a successful reply, the exchange (the last user message and the reply) is queued as an ingestion
    job (`boundmem.jobs`: durable, applied in order per user by the proxy's worker, opt-outs respected); a failure
    there is logged, never sent to the client.
@@ -44,8 +47,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from ..errors import BoundmemError
-from ..memory import Memory
-from ..models import Conversation, EpisodeHit, EpisodeRecall, RecallHit, Turn
+from ..memory import Memory, merge_recalls
+from ..models import Conversation, EpisodeHit, EpisodeRecall, MemoryRecall, RecallHit, Turn
 from ..schema.model import UnknownCategoryError
 from ..schema.display import category_labels, statement
 from ..service.deps import LazyMemory, MemorySource
@@ -124,6 +127,12 @@ def with_memory(messages: list, block: str) -> list:
     return out
 
 
+def recall_header(got: MemoryRecall) -> str:
+    """`X-Boundmem-Recall`: "none" when nothing went into the prompt (nothing stored would help), else how many
+    memories (preferences and episodes) did."""
+    return str(got.count) if got.count else "none"
+
+
 def episodes_headers(r: Optional[EpisodeRecall]) -> dict[str, str]:
     """`X-Boundmem-Episodes`: how many episodes went into the prompt; `X-Boundmem-Episodic`: off (not on for the
     tenant), declined (the controller found no need for memory) or retrieved."""
@@ -165,10 +174,13 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
                  upstream_key: Optional[str] = None, tokens: Optional[TokenIssuer] = None, k: int = 5,
                  timeout: float = 120.0, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, rate_limit: Any = DEFAULT_RATE_LIMIT,
                  limits: Optional[ContentLimits] = None, forward_user: bool = False,
-                 transport: Optional[httpx.AsyncBaseTransport] = None) -> FastAPI:
+                 transport: Optional[httpx.AsyncBaseTransport] = None, gate: bool = True,
+                 min_score: Optional[float] = None) -> FastAPI:
     """The proxy app. `upstream`: the model server's OpenAI base URL (e.g. http://127.0.0.1:11434/v1).
     `max_body_bytes`, `rate_limit` and `limits` mean what they mean for `service.app.create_app` (the same
-    defaults); `forward_user` sends the request's `user` field on to the upstream (default: removed)."""
+    defaults); `forward_user` sends the request's `user` field on to the upstream (default: removed).
+    `k` caps what one request gets (preferences and episodes together); `gate=False` injects raw top-k
+    preferences (and episodes without CAIM's controller), `min_score` raw top-k of at least that cosine."""
     svc = Service(ring=keys if isinstance(keys, KeyRing) else KeyRing(keys), tokens=tokens or TokenIssuer(),
                   throttle=throttle(rate_limit), limits=limits or ContentLimits(), memory=LazyMemory(memory))
     get_memory = svc.memory
@@ -249,7 +261,7 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
 
     def recall(ns: str, text: str) -> list[RecallHit]:
         try:
-            return get_memory().recall(text, ns, k=k) if text.strip() else []
+            return get_memory().recall(text, ns, k=k, gate=gate, min_score=min_score) if text.strip() else []
         except Exception:  # noqa: BLE001 - no memory rather than no answer
             log.exception("recall failed; forwarding without memory")
             return []
@@ -258,7 +270,7 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
         """CAIM's controller and episodic recall, for a tenant that has episodic memory on (None otherwise)."""
         try:
             mem = get_memory()
-            return mem.episodic_memory.search(text, ns, k) if text.strip() and mem.episodic_on(ns) else None
+            return mem.episodic_memory.search(text, ns, k, gate=gate) if text.strip() and mem.episodic_on(ns) else None
         except Exception:  # noqa: BLE001 - no memory rather than no answer
             log.exception("episodic recall failed; forwarding without episodes")
             return None
@@ -280,15 +292,17 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
         if not forward_user:
             body.pop("user", None)
         t0 = time.perf_counter()
-        hits = await run_in_threadpool(recall, ns, last_user)
+        # each kind passes its own gate; together at most k (memory.merge_recalls)
+        got = merge_recalls(await run_in_threadpool(recall, ns, last_user),
+                            await run_in_threadpool(recall_episodes, ns, last_user), k)
+        hits, episodic = got.preferences, got.episodes
         if hits:
             body["messages"] = with_memory(body["messages"], memory_block(get_memory(), hits))
-        episodic = await run_in_threadpool(recall_episodes, ns, last_user)
         if episodic is not None and episodic.hits:   # only when the controller said memory is needed
             body["messages"] = with_memory(body["messages"], episodes_block(episodic.hits))
         recall_ms = (time.perf_counter() - t0) * 1000
-        extra = {"X-Boundmem-Recall-Ms": f"{recall_ms:.2f}", "X-Boundmem-Recalled": str(len(hits)),
-                 **episodes_headers(episodic)}
+        extra = {"X-Boundmem-Recall-Ms": f"{recall_ms:.2f}", "X-Boundmem-Recall": recall_header(got),
+                 "X-Boundmem-Recalled": str(len(hits)), **episodes_headers(episodic)}
         conv_id = f"proxy-{uuid.uuid4().hex[:16]}"
         url = f"{base}/chat/completions"
         try:

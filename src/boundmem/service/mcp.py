@@ -84,8 +84,10 @@ class HeldObservation(BaseModel):
 
 
 class RecallResult(BaseModel):
-    preferences: list[StoredPreference]
-    scores: list[float]
+    preferences: list[StoredPreference] = Field(description="Best first; empty when nothing stored would change the "
+                                                "answer (use none then).")
+    scores: list[float] = Field(description="Each one's cosine to the utterance.")
+    why: list[str] = Field(default_factory=list, description="With the gate on: why each one passed.")
 
 
 class AddResult(BaseModel):
@@ -279,14 +281,16 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
 
     @server.tool()
     @_refusals
-    def recall(utterance: str, k: int = 5) -> RecallResult:
-        """The stored preferences most relevant to what the user just said (k <= 0: dynamic, one subcategory)."""
+    def recall(utterance: str, k: int = 5, gate: bool = True, min_score: Optional[float] = None) -> RecallResult:
+        """The stored preferences that would change the answer to what the user just said, at most k (k <= 0:
+        one subcategory's); usually none. gate=false, or a min_score (cosine): raw top-k."""
         ns = who()
         if not utterance.strip():
             raise ValueError("utterance must not be empty")
         limits.check_utterance(utterance)
-        hits = mem().recall(utterance, ns, k=None if k <= 0 else min(k, 100))
-        return RecallResult(preferences=[sp(h.preference) for h in hits], scores=[round(h.score, 4) for h in hits])
+        hits = mem().recall(utterance, ns, k=None if k <= 0 else min(k, 100), gate=gate, min_score=min_score)
+        return RecallResult(preferences=[sp(h.preference) for h in hits], scores=[round(h.score, 4) for h in hits],
+                            why=[h.why for h in hits])
 
     @server.tool()
     @_refusals
@@ -376,14 +380,14 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
     @server.tool()
     @_refusals
     def recall_episodes(utterance: str, k: int = 5, since: Optional[date] = None,
-                        until: Optional[date] = None) -> EpisodeRecallResult:
+                        until: Optional[date] = None, gate: bool = True) -> EpisodeRecallResult:
         """What happened before that helps with what the user just said ("what was that restaurant you suggested on
         Tuesday?"), best first; nothing when memory is not needed."""
         ns = who()
         if not utterance.strip():
             raise ValueError("utterance must not be empty")
         limits.check_utterance(utterance)
-        r = mem().episodic_memory.search(utterance, ns, max(1, min(k, 100)), since, until)
+        r = mem().episodic_memory.search(utterance, ns, max(1, min(k, 100)), since, until, gate=gate)
         return EpisodeRecallResult(retrieved=r.retrieved, reason=r.reason, episodes=[he(h.episode) for h in r.hits],
                                    scores=[h.score for h in r.hits], why=[h.why for h in r.hits])
 

@@ -44,10 +44,12 @@ def add_conversation(body: ConversationIn, s: Subj, mem: Mem, limits: Limits,
 
 @router.post("/v1/users/{user}/recall", response_model=RecallOut)
 async def recall(body: RecallRequest, s: Subj, mem: Mem, limits: Limits) -> RecallOut:
-    """The stored preferences most relevant to what the user just said."""
+    """The stored preferences that would change the answer to what the user just said (the recall gate: most
+    requests get none); `gate: false` or `min_score`: raw cosine top-k."""
     # async, with the embedding and search in one worker thread: a plain `def` route also validates its answer in
     # a second hop to the thread pool, and the hot path of an assistant's turn pays each hop
     limits.check_utterance(body.utterance)
-    hits = await run_in_threadpool(mem.recall, body.utterance, s.ns, body.k)
-    return RecallOut(user=s.user, hits=[RecallHitOut(preference=preference_out(mem, h.preference, s.user), score=h.score)
-                                        for h in hits])
+    hits = await run_in_threadpool(lambda: mem.recall(body.utterance, s.ns, body.k, gate=body.gate,
+                                                      min_score=body.min_score))
+    return RecallOut(user=s.user, hits=[RecallHitOut(preference=preference_out(mem, h.preference, s.user), score=h.score,
+                                                     relevance=h.relevance, why=h.why) for h in hits])
