@@ -105,6 +105,7 @@ def _summary(ms: list[float]) -> dict:
 def _count_encoded(emb) -> list[int]:
     """Count the texts the embedder really encodes (cache misses) from now on: [count]."""
     n = [0]
+    emb = getattr(emb, "inner", emb)   # a Memory's embedder wraps the model's (embed/cache.py)
     inner = emb._encode
 
     def counting(texts):

@@ -33,6 +33,8 @@ class EmbedSettings(_Group):
     cache_dir: Path = Field(DEFAULT_CACHE_DIR, description="BOUNDMEM_CACHE_DIR, else $XDG_CACHE_HOME/boundmem")
     ort_threads: int = Field(1, ge=0, description="BOUNDMEM_ORT_THREADS: ONNX Runtime threads per run (0: ORT's default)")
     openai_model: str = Field("text-embedding-3-small", description="BOUNDMEM_EMBED_MODEL: model of --embedder openai")
+    query_cache: int = Field(1024, ge=0, description="BOUNDMEM_QUERY_CACHE: query vectors a Memory keeps for recall "
+                                                     "(least recently used go first; 0: none)")
 
 
 class LLMSettings(_Group):
@@ -119,7 +121,8 @@ class Settings(_Group):
                 minilm_precision=r.choice("BOUNDMEM_MINILM_PRECISION", ("int8", "fp32")),
                 cache_dir=cache,
                 ort_threads=r.number(int, "BOUNDMEM_ORT_THREADS", minimum=0),
-                openai_model=r.text("BOUNDMEM_EMBED_MODEL"))),
+                openai_model=r.text("BOUNDMEM_EMBED_MODEL"),
+                query_cache=r.number(int, "BOUNDMEM_QUERY_CACHE", minimum=0))),
             llm=LLMSettings(**_given(
                 model=r.text("BOUNDMEM_LLM_MODEL"),
                 base_url=r.text("BOUNDMEM_LLM_BASE_URL", "OPENAI_BASE_URL"),

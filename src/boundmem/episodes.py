@@ -33,6 +33,7 @@ from .caim.postthink import similar_thoughts
 from .caim.retrieval import RetrievalParams, rank, tag_similarity
 from .caim.system import DEFAULT_TAG_MARGIN, default_params, local_parts
 from .config import EpisodicSettings
+from .embed.cache import embed_query
 from .errors import ConfigError, ConflictError, InputError
 from .models import Conversation, Episode, EpisodeHit, EpisodeRecall, EpisodeResult, Term, utcnow
 from .store.base import OptedOutError, Store, blocking_rule
@@ -225,7 +226,7 @@ class EpisodicMemory:
             raise InputError(f"k must be at least 1, not {k}")
         today = today or utcnow().date()
         eps, mat = self.store.episode_vectors(user, since, until)
-        cos = (mat @ np.asarray(self.embedder.embed([utterance])[0], dtype=np.float32)) if eps else np.zeros(0, np.float32)
+        cos = (mat @ embed_query(self.embedder, utterance)) if eps else np.zeros(0, np.float32)
         if gate:
             ok, reason = self.gate.decide(utterance, (), today, float(cos.max()) if len(cos) else None)
             if not ok:

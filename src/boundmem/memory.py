@@ -17,6 +17,7 @@ from .models import (AuditEntry, Candidate, ConsentAction, ConsentRecord, Conver
                      IngestResult, MemoryRecall, Observation, Polarity, Preference, RecallHit, UserExport,
                      consent_records, utcnow)
 from .embed import Embedder
+from .embed.cache import CachingEmbedder
 from .jobs import Job, JobQueue
 from .messages import ConversationInput, to_conversation
 from .retrieve.gate import RecallGate, RequestCues
@@ -45,6 +46,7 @@ class Memory(EpisodicAccess):
     promote_after: int = 3          # distinct conversations that promote an observation (BOUNDMEM_PROMOTE_AFTER)
     observation_days: float = 90.0  # days an unconfirmed observation is kept (BOUNDMEM_OBSERVATION_DAYS)
     episodic: EpisodicSettings = field(default_factory=EpisodicSettings)  # BOUNDMEM_EPISODIC*: off by default
+    query_cache: int = 1024         # query vectors kept for recall (BOUNDMEM_QUERY_CACHE; 0: none)
     retriever: Retriever = field(init=False)
     _jobs: Optional[JobQueue] = field(default=None, init=False, repr=False)
     _jobs_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
@@ -52,6 +54,10 @@ class Memory(EpisodicAccess):
 
     def __post_init__(self) -> None:
         check_schema(self.store, self.schema)   # another schema's store is refused at opening (store/schema_record.py)
+        if not isinstance(self.embedder, CachingEmbedder):
+            # stages built with the bare embedder keep it; build_memory hands them this wrapper, so they share the
+            # ingest's vectors too
+            self.embedder = CachingEmbedder(self.embedder, self.query_cache)
         self.retriever = Retriever(self.store, self.embedder, self.schema, gate=lambda r: RecallGate(
             self.schema, self.embedder, request_cues, protos=r.prototypes))
         if self.consent is None:
@@ -87,7 +93,10 @@ class Memory(EpisodicAccess):
         id, when neither it nor `conversation_id` gives one, is generated (`IngestResult.conversation_id`).
         When episodic memory is on for the user, the conversation (without its consent turns) is post-thought into
         episodes of `day` (default today) after the preferences are stored (`IngestResult.episodes`)."""
-        conversation = to_conversation(conversation, conversation_id)
+        with self.embedder.ingest():   # consent, extraction, maintenance, storage: one vector per distinct text
+            return self._add(to_conversation(conversation, conversation_id), user, then, day)
+
+    def _add(self, conversation: Conversation, user: str, then, day: Optional[date]) -> IngestResult:
         opted = self.store.opt_outs(user)
         schema = self.schema.prune(opted)
         requests = self.consent.detect(conversation, self.schema) if self.consent else []
@@ -156,7 +165,11 @@ class Memory(EpisodicAccess):
         A candidate with evidence "observed" (a one-off choice) never becomes a preference here: it is kept as an
         observation, and promoted (maintained as a stated candidate) once the same category, value and polarity was
         observed in `promote_after` distinct conversations."""
-        schema = schema or self.user_schema(user)
+        with self.embedder.ingest():
+            return self._apply(candidates, user, conversation_id, schema or self.user_schema(user), then, consent)
+
+    def _apply(self, candidates: list[Candidate], user: str, conversation_id: Optional[str], schema: Schema,
+               then: Optional[Callable[[Any, IngestResult], None]], consent: Sequence[Any]) -> IngestResult:
         result = IngestResult(user=user, conversation_id=conversation_id or "")
         allowed: list[tuple[Candidate, object]] = []
         for c in candidates:
@@ -328,6 +341,11 @@ class Memory(EpisodicAccess):
         eps = (self.episodic_memory.search(utterance, user, k or 5, today=today, gate=gate)
                if self.episodic_on(user) else None)
         return merge_recalls(prefs, eps, k)
+
+    def stats(self) -> dict:
+        """This Memory's query cache (capacity, size, hits, misses, hit rate) and its ingests' embedding counts (texts
+        the stages asked for, texts really embedded): how much the shared vectors save, for `bench perf` and operators."""
+        return self.embedder.stats()
 
     def preferences(self, user: str, category: Optional[str] = None) -> list[Preference]:
         return self.store.preferences(user, self.schema.resolve_prefix(category) if category else None)
@@ -549,8 +567,9 @@ def build_memory(settings: Optional[Settings] = None, *, db: Optional[str | Path
     from .store.registry import open_store
 
     settings = settings if settings is not None else Settings.from_env()
-    emb = make_embedder(embedder or settings.embed.embedder, settings)
+    emb = CachingEmbedder(make_embedder(embedder or settings.embed.embedder, settings), settings.embed.query_cache)
     return Memory(schema=schema or builtin_schema(), store=open_store(str(db or settings.db), settings),
                   extractor=make_extractor(extractor, settings, emb), maintainer=make_maintainer(maintainer, settings, emb),
                   embedder=emb, jobs_nice=settings.jobs_nice, promote_after=settings.promote_after,
-                  observation_days=settings.observation_days, episodic=settings.episodic)
+                  observation_days=settings.observation_days, episodic=settings.episodic,
+                  query_cache=settings.embed.query_cache)

@@ -37,6 +37,14 @@ class CachedEmbedder:
         with self._lock:
             self._cache.clear()
 
+    def encode_uncached(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of texts not to be kept here (queries: a Memory's query cache bounds those, embed/cache.py)."""
+        texts = list(texts)
+        hit = [self._cache.get(t) for t in texts]
+        if all(v is not None for v in hit):
+            return np.vstack(hit) if texts else np.zeros((0, self.dim), np.float32)
+        return np.asarray(self._encode(texts), dtype=np.float32)
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
         missing = [t for t in dict.fromkeys(texts) if t not in self._cache]

@@ -10,6 +10,7 @@ from ..models import Preference, RecallHit
 from ..schema.model import Schema
 from ..store.base import Store
 from ..embed import Embedder
+from ..embed.cache import embed_query
 from .gate import RecallGate
 
 GATE_CANDIDATES = 10   # the gate scores the user's 10 preferences closest to the request
@@ -58,7 +59,7 @@ class Retriever:
         if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, (int, float))
                                       or not -1.0 <= float(min_score) <= 1.0):
             raise InputError(f"min_score must be a cosine between -1 and 1, got {min_score!r}")
-        q = self.embedder.embed([utterance])[0]
+        q = embed_query(self.embedder, utterance)
         g = self.gate if gate and min_score is None else None
         if g is not None:
             return g.select(utterance, q, self.store.search(user, q, GATE_CANDIDATES), k)
