@@ -141,7 +141,7 @@ def test_a_file_from_before_the_audit_chain_is_migrated(tmp_path):
 
 def test_a_file_from_before_the_clustered_layout_keeps_its_order_vectors_and_search(tmp_path):
     """A rowid table of float32 vectors (written by the release before) is rewritten on open: each user's rows in
-    their old order (created_at, then insertion for same-microsecond rows), vectors as float16, search unchanged."""
+    their old order (created_at, then insertion for same-microsecond rows), vectors as int8, search unchanged."""
     db = tmp_path / "rowid.db"
     SQLiteStore(db).close()
     con = sqlite3.connect(db)
@@ -166,10 +166,47 @@ def test_a_file_from_before_the_clustered_layout_keeps_its_order_vectors_and_sea
     assert [p.id for p in s.preferences("u")] == ["z9", "a1", "m5"] and [p.id for p in s.preferences("v")] == ["v1"]
     prefs, mat = s.vectors("u")
     for p, row in zip(prefs, mat):
-        np.testing.assert_allclose(row, vecs[p.id], atol=5e-4)
+        np.testing.assert_allclose(row, vecs[p.id], atol=np.abs(vecs[p.id]).max() / 200)
     assert s.search("u", vecs["a1"], 1)[0][0].id == "a1"
     add(s, "u", "rock")
     assert [p.attribute for p in s.preferences("u")][-1] == "rock"
     keys = [k for (k,) in sqlite3.connect(db).execute("SELECT key FROM preferences WHERE user='u' ORDER BY key")]
     assert keys == list(range(keys[0], keys[0] + 4))  # one user's rows side by side, in their order
     s.close()
+
+
+def test_a_file_of_float16_vectors_is_converted_to_int8_on_open(tmp_path):
+    """A file written while vectors were float16 (no 'vector_format' in meta) opens with every vector converted:
+    rows a quarter of float32, search unchanged, the dimension still read from the stored bytes."""
+    db = tmp_path / "f16.db"
+    s = SQLiteStore(db)
+    rng = np.random.default_rng(5)
+    vecs = [v / np.linalg.norm(v) for v in rng.normal(size=(3, 16)).astype(np.float32)]
+    with s.transaction("u") as tx:
+        ids = [tx.insert(PATH, f"a{i}", "", v, None, "t").id for i, v in enumerate(vecs)]
+    s.close()
+    con = sqlite3.connect(db)
+    for pid, v in zip(ids, vecs):
+        con.execute("UPDATE preferences SET embedding=? WHERE id=?", (v.astype(np.float16).tobytes(), pid))
+    con.execute("DELETE FROM meta WHERE key='vector_format'")
+    con.commit()
+    con.close()
+
+    s = SQLiteStore(db)
+    try:
+        lengths = {n for (n,) in sqlite3.connect(db).execute("SELECT length(embedding) FROM preferences")}
+        assert lengths == {16 + 4}
+        _, mat = s.vectors("u")
+        for row, v in zip(mat, vecs):
+            np.testing.assert_allclose(row, v, atol=np.abs(v).max() / 100)
+        assert [s.search("u", v, 1)[0][0].id for v in vecs] == ids
+        with pytest.raises(Exception, match="dimension"):
+            with s.transaction("u") as tx:
+                tx.insert(PATH, "wrong", "", np.ones(8), None, "t")
+    finally:
+        s.close()
+    s = SQLiteStore(db)  # opened again: converted once, not twice
+    try:
+        assert [s.search("u", v, 1)[0][0].id for v in vecs] == ids
+    finally:
+        s.close()

@@ -145,11 +145,16 @@ def load_keys(con: Any, d: "Dialect") -> AuditKeys:
 AUDIT_COLS = "useq, op, preference_id, category, why, before, after, cause, at, content_hash, prev_hash, hash"
 
 
+def hexed(h: Any) -> str:
+    """A stored hash as the hex text it is computed and shown as (SQLite keeps the 32 bytes; older files, text)."""
+    return h.hex() if isinstance(h, (bytes, bytearray, memoryview)) and not isinstance(h, str) else h
+
+
 def audit_entry(user: str, r, loads: Callable[[Any], Any]) -> AuditEntry:
     """An AuditEntry from a row of AUDIT_COLS."""
     return AuditEntry(seq=r[0], user=user, op=r[1], preference_id=r[2], category=r[3], why=r[4] or "",
-                      before=loads(r[5]), after=loads(r[6]), cause=r[7], at=r[8], content_hash=r[9],
-                      prev_hash=r[10], hash=r[11])
+                      before=loads(r[5]), after=loads(r[6]), cause=r[7], at=r[8], content_hash=hexed(r[9]),
+                      prev_hash=hexed(r[10]), hash=hexed(r[11]))
 
 
 def verify_chain(keys: AuditKeys, subject: str, rows, loads: Callable[[Any], Any]) -> Optional[tuple[int, str]]:
@@ -157,6 +162,7 @@ def verify_chain(keys: AuditKeys, subject: str, rows, loads: Callable[[Any], Any
     prev, expect = GENESIS, 1
     for r in rows:
         useq, op, pid, cat, why, before, after, cause, at, ch, prev_hash, h = r
+        ch, prev_hash, h = hexed(ch), hexed(prev_hash), hexed(h)
         if useq != expect:
             return (expect if useq > expect else useq,
                     f"entry {expect} is missing" if useq > expect else f"entry {useq} is duplicated or out of order")
@@ -202,6 +208,7 @@ class Dialect:
     loads: Callable[[Any], Any]           # a stored JSON value (or NULL) back to Python
     next_key: Optional[Callable[[Any, str], int]] = None  # a row's clustered key (SQLite), from (connection, user)
     day: Callable[[Any], Any] = lambda d: d.isoformat()   # a calendar day as the driver stores it
+    digest: Callable[[str], Any] = lambda h: h            # a hex hash as the driver stores it (read back by hexed)
     episode_order: str = "ORDER BY day, created_at, id"   # a stable ORDER BY for one user's episodes
 
     @property
@@ -246,7 +253,7 @@ class SqlTx(EpisodeTx):
         """Append an entry to the user's chain. With keep_payload=False only the content's salted hash is kept."""
         if self._head is None:
             r = self._q("SELECT useq, hash FROM audit WHERE subject=? ORDER BY useq DESC LIMIT 1", (self.chain,)).fetchone()
-            self._head = (int(r[0]), r[1]) if r else (0, GENESIS)
+            self._head = (int(r[0]), hexed(r[1])) if r else (0, GENESIS)
         seq, prev = self._head[0] + 1, self._head[1]
         at = self.d.now() if at is None else at
         content = self.keys.content(before, after, cause)
@@ -257,7 +264,8 @@ class SqlTx(EpisodeTx):
         self._q("INSERT INTO audit(subject, useq, op, preference_id, category, why, before, after, cause, at, "
                 "content_hash, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (self.chain, seq, op, pref_id, category, why, j(before) if before is not None else None,
-                 j(after) if after is not None else None, cause, at, content, prev, h))
+                 j(after) if after is not None else None, cause, at, self.d.digest(content), self.d.digest(prev),
+                 self.d.digest(h)))
         self._head = (seq, h)
 
     def _erase(self, condition: str = "TRUE", params: tuple = ()) -> None:

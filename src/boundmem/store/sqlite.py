@@ -15,6 +15,7 @@ import os
 import sqlite3
 import threading
 import time
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -34,20 +35,60 @@ log = logging.getLogger(__name__)
 # the row's number in it, so a user's rows sit together in the table's b-tree and a recall reads a few neighbouring
 # pages however many users the file holds, not one page per preference scattered by insertion time (a rowid table,
 # not WITHOUT ROWID: its rows of ~1 kB stay on their page, where an index b-tree would spill them to overflow pages).
-# Vectors are float16 (half the row; a unit vector's cosines move by ~1e-3, below the gaps that order a user's rows).
+# Vectors are int8 with one float32 scale per vector (a quarter of float32, half of float16: rows of ~600 bytes, six
+# to a page instead of three): the scale is 1/|q|, so a decoded vector is a unit vector again and its cosines move by
+# ~1e-3, below the gaps that order a user's rows.
 _PREFERENCES = """CREATE TABLE IF NOT EXISTS {name} (
       key INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, user TEXT NOT NULL, main TEXT NOT NULL, sub TEXT NOT NULL,
       detail TEXT NOT NULL, attribute TEXT NOT NULL, sentence TEXT NOT NULL, conversation_id TEXT,
       created_at TEXT NOT NULL, updated_at TEXT NOT NULL, embedding BLOB NOT NULL,
       polarity TEXT NOT NULL DEFAULT 'like')"""
 BLOCK = 1 << 16  # keys per user block
-VECTOR = np.float16
+VECTOR_FORMAT = "int8"  # meta 'vector_format'; a file without it holds float16 vectors (converted on open)
+
+
+def encode_vectors(mat: np.ndarray) -> list[bytes]:
+    """Unit vectors (rows) as stored: a float32 scale then int8 components, the scale making the decoded vector unit."""
+    m = np.atleast_2d(np.asarray(mat, dtype=np.float32))
+    top = np.abs(m).max(axis=1, keepdims=True)
+    q = np.rint(m * np.divide(127.0, top, out=np.zeros_like(top), where=top > 0)).astype(np.int8)
+    norm = np.linalg.norm(q.astype(np.float32), axis=1, keepdims=True)
+    scale = np.divide(1.0, norm, out=np.zeros_like(norm), where=norm > 0).astype(np.float32)
+    return [sc.tobytes() + row.tobytes() for sc, row in zip(scale, q)]
+
+
+def encode_vector(v: np.ndarray) -> bytes:
+    return encode_vectors(v)[0]
+
+
+def decode_vectors(blobs: list[bytes]) -> np.ndarray:
+    """Stored vectors back to a float32 matrix (one row each; all of one dimension, which the store enforces)."""
+    if not blobs:
+        return np.zeros((0, 0), dtype=np.float32)
+    raw = np.frombuffer(b"".join(blobs), dtype=np.int8).reshape(len(blobs), -1)
+    return raw[:, 4:].astype(np.float32) * raw[:, :4].copy().view(np.float32)
+
+
+def decode_vector(blob: bytes) -> np.ndarray:
+    return decode_vectors([blob])[0]
+
+
+def _requantize(con: sqlite3.Connection, tables: tuple[str, ...]) -> None:
+    """Convert a file's float16 vectors to the int8 format, in the transaction that opens it."""
+    for table in tables:
+        rows = con.execute(f"SELECT rowid, embedding FROM {table}").fetchall()
+        for (rowid, _), blob in zip(rows, encode_vectors(np.array([np.frombuffer(b, dtype=np.float16) for _, b in rows],
+                                                                   dtype=np.float32)) if rows else []):
+            con.execute(f"UPDATE {table} SET embedding=? WHERE rowid=?", (blob, rowid))
 
 _DDL = [
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, created_at TEXT NOT NULL, forgotten_at TEXT)",
     _PREFERENCES.format(name="preferences"),
-    "CREATE INDEX IF NOT EXISTS preferences_user ON preferences(user, main, sub, detail)",
+    # a user's rows are found by the user alone (a few dozen, filtered by path in Python where asked): an index of
+    # (user, main, sub, detail) cost ~100 bytes a preference for no faster search
+    "DROP INDEX IF EXISTS preferences_user",
+    "CREATE INDEX IF NOT EXISTS preferences_by_user ON preferences(user)",
     """CREATE TABLE IF NOT EXISTS observations (
       id TEXT PRIMARY KEY, user TEXT NOT NULL, main TEXT NOT NULL, sub TEXT NOT NULL, detail TEXT NOT NULL,
       attribute TEXT NOT NULL, polarity TEXT NOT NULL, sentence TEXT NOT NULL, conversation_id TEXT,
@@ -66,7 +107,9 @@ _DDL = [
       seq INTEGER PRIMARY KEY AUTOINCREMENT, subject TEXT NOT NULL, useq INTEGER NOT NULL, op TEXT NOT NULL,
       preference_id TEXT, category TEXT, why TEXT NOT NULL, before TEXT, after TEXT, cause TEXT NOT NULL,
       at TEXT NOT NULL, content_hash TEXT NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL, UNIQUE (subject, useq))""",
-    "CREATE INDEX IF NOT EXISTS audit_preference ON audit(subject, preference_id)",
+    # an entry is found by its preference (erasing it): the ids are unique, the subject need not be in the index
+    "DROP INDEX IF EXISTS audit_preference",
+    "CREATE INDEX IF NOT EXISTS audit_by_preference ON audit(preference_id) WHERE preference_id IS NOT NULL",
     "CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit BEGIN SELECT RAISE(ABORT, 'audit log is append-only'); END",
     """CREATE TRIGGER IF NOT EXISTS audit_erase_only BEFORE UPDATE ON audit
       WHEN NEW.seq IS NOT OLD.seq OR NEW.subject IS NOT OLD.subject OR NEW.useq IS NOT OLD.useq OR NEW.op IS NOT OLD.op
@@ -98,7 +141,7 @@ def next_key(con: Any, user: str) -> int:
 
 def _cluster_preferences(con: sqlite3.Connection) -> None:
     """Rewrite a file's preferences table (rows in insertion order, float32 vectors) into the clustered layout,
-    inside the transaction that opens the store: each user's rows in their old order, vectors as float16. The old
+    inside the transaction that opens the store: each user's rows in their old order, vectors as int8. The old
     table's pages are zeroed as it is dropped (secure_delete)."""
     con.execute(_PREFERENCES.format(name="preferences_v2"))
     rows = con.execute("SELECT user, id, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at, "
@@ -108,18 +151,46 @@ def _cluster_preferences(con: sqlite3.Connection) -> None:
         if r[0] != user or (n + 1) % BLOCK == 0:
             block, n, user = block + 1, 0, r[0]
         n += 1
-        vec = np.frombuffer(r[10], dtype=np.float32).astype(VECTOR).tobytes()
+        vec = encode_vector(np.frombuffer(r[10], dtype=np.float32))
         con.execute("INSERT INTO preferences_v2(key, user, id, main, sub, detail, attribute, sentence, conversation_id, "
                     "created_at, updated_at, embedding, polarity) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (block * BLOCK + n, *r[:10], vec, r[11]))
     con.execute("DROP TABLE preferences")
     con.execute("ALTER TABLE preferences_v2 RENAME TO preferences")
-    con.execute("CREATE INDEX IF NOT EXISTS preferences_user ON preferences(user, main, sub, detail)")
+    con.execute("CREATE INDEX IF NOT EXISTS preferences_by_user ON preferences(user)")
 
 
-DIALECT = Dialect(param="?", user_col="user", order=_ORDER, stored_dim="length(embedding) / 2", distinct="IS NOT",
-                  now=lambda: utcnow().isoformat(), json=json.dumps, vector=lambda v: v.astype(VECTOR).tobytes(),
-                  loads=lambda v: json.loads(v) if v is not None else None,
+# The audit log's before/after images as stored: compact JSON deflated against a dictionary of what every image
+# repeats (the field names of a preference, an observation and an episode, ISO timestamps), less than half the JSON
+# text. The first byte names the format, so a later one stays readable; text payloads (files written before, or
+# JSON put in by hand) are read as JSON. _ZDICT is part of format 1 and never changes.
+_ZDICT = (b'"tags":[],"day":"2026-01-01","term":"","source_turn_ids":[],"text":"","prefix":"","utterance":"",'
+          b'"observe","promote","dislike","polarity":"like"}"attribute":"","sentence":"I like ","conversation_id":null,'
+          b'"created_at":"2026-01-01T00:00:00.000000Z","updated_at":"2026-01-01T00:00:00.000000Z",'
+          b'{"id":"","user":"","path":{"main":"","sub":"","detail":""},"attribute":"')
+_PACKED = b"\x01"
+
+
+def pack_payload(obj: Any) -> bytes:
+    c = zlib.compressobj(9, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, _ZDICT)
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _PACKED + c.compress(text) + c.flush()
+
+
+def unpack_payload(v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, bytes):
+        if v[:1] != _PACKED:
+            raise StoreError(f"audit payload in an unknown format (first byte {v[:1]!r})")
+        d = zlib.decompressobj(-15, _ZDICT)
+        return json.loads(d.decompress(v[1:]) + d.flush())
+    return json.loads(v)
+
+
+DIALECT = Dialect(param="?", user_col="user", order=_ORDER, stored_dim="length(embedding) - 4", distinct="IS NOT",
+                  now=lambda: utcnow().isoformat(), json=pack_payload, vector=encode_vector, loads=unpack_payload,
+                  digest=bytes.fromhex,
                   next_key=next_key, episode_order="ORDER BY day, created_at, rowid")
 
 
@@ -159,8 +230,12 @@ class SQLiteStore(SingleWrites, EpisodeReads):
             if cols and "polarity" not in cols:  # written before polarity was data
                 con.execute("ALTER TABLE preferences ADD COLUMN polarity TEXT NOT NULL DEFAULT 'like'")
                 con.execute(POLARITY_MIGRATION)
-            if cols and "key" not in cols:  # written before the clustered layout
+            if cols and "key" not in cols:  # written before the clustered layout (float32 vectors)
                 _cluster_preferences(con)
+            if con.execute("SELECT 1 FROM meta WHERE key='vector_format'").fetchone() is None:
+                if cols:  # written before int8 vectors: float16 (but a just-clustered table is int8 already)
+                    _requantize(con, ("preferences", "episodes") if "key" in cols else ("episodes",))
+                con.execute("INSERT INTO meta(key, value) VALUES ('vector_format', ?)", (VECTOR_FORMAT,))
             self.keys = load_keys(con, DIALECT)
             if legacy:
                 migrate_legacy(con, DIALECT, self.keys, "user")
@@ -266,9 +341,7 @@ class SQLiteStore(SingleWrites, EpisodeReads):
         with self._use() as con:
             return con.execute(sql, params).fetchall()
 
-    @staticmethod
-    def _ep_vector(stored: bytes) -> np.ndarray:
-        return np.frombuffer(stored, dtype=VECTOR)
+    _ep_vector = staticmethod(decode_vector)
 
     def preferences(self, user: str, prefix: Optional[str] = None) -> list[Preference]:
         with self._use() as con:
@@ -287,7 +360,10 @@ class SQLiteStore(SingleWrites, EpisodeReads):
         with self._use() as con:
             rows = con.execute(f"SELECT {_COLS}, embedding FROM preferences WHERE user=? {_ORDER}", (user,)).fetchall()
         prefs = [row_to_pref(r) for r in rows]
-        return prefs, stack(user, [np.frombuffer(r[11], dtype=VECTOR) for r in rows])
+        blobs = [r[11] for r in rows]
+        if len({len(b) for b in blobs}) > 1:  # several dimensions: stack names the problem
+            return prefs, stack(user, [decode_vector(b) for b in blobs])
+        return prefs, decode_vectors(blobs)
 
     def observations(self, user: str, prefix: Optional[str] = None) -> list[Observation]:
         with self._use() as con:
