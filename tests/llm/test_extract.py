@@ -52,7 +52,7 @@ def test_good_call_gives_candidates(fake, make_client, schema):
     assert req["tool_choice"] == {"type": "function", "function": {"name": TOOL_NAME}}
     assert req["temperature"] == 0
     system, human = req["messages"][0]["content"], req["messages"][1]["content"]
-    assert "save nothing" in system and "right now" in system and "User john-ab12" in system
+    assert "save nothing" in system and "one-off choice" in system and "User john-ab12" in system
     assert f"- {DIET_LABEL} (e.g. Vegetarian, Vegan, Gluten-Free, Dairy-Free)" in system  # the category guide
     assert f"User john-ab12: {SAID}" in human and "Voice Assistant: How about the steakhouse?" in human
     assert SAID not in system  # schema first, conversation last: the system prompt depends on the schema only
@@ -63,7 +63,7 @@ def test_flat_tool_is_compact_and_exact(schema):
     flat = compile_flat(schema)
     params = flat.tool["function"]["parameters"]
     it = params["properties"]["preferences"]["items"]
-    assert it["required"] == ["sentence", "category", "value", "polarity"] and it["additionalProperties"] is False
+    assert it["required"] == ["sentence", "category", "value", "polarity", "evidence"] and it["additionalProperties"] is False
     assert it["properties"]["category"]["enum"] == list(flat.labels) and len(flat.labels) == 41
     assert {str(p) for p in flat.paths.values()} == {str(r.path) for r in schema.details()}
     from boundmem.schema.tool import tool_definition
@@ -128,7 +128,9 @@ def test_a_dislike_is_polarity_data_never_a_not_x_string(fake, make_client, sche
         item("not jazz", GENRES_LABEL, "dislike", "No jazz, ever."),
         item("no pop", GENRES_LABEL, "like", "No pop, please."),
         item("rock", GENRES_LABEL, "indifferent", "I don't mind rock.")]}))
-    cands = LLMExtractor(make_client()).extract(CONV, schema).candidates
+    said = Conversation(id="c-neg", turns=(Turn(role="user", text="I can't stand country. I don't need covered parking. "
+                                                              "No jazz, ever. No pop, please. I don't mind rock."),))
+    cands = LLMExtractor(make_client()).extract(said, schema).candidates
     assert [(c.attribute, c.polarity) for c in cands] == [
         ("country", "dislike"), ("Indifferent to Covered Parking", "like"), ("jazz", "dislike"), ("pop", "dislike"),
         ("rock", "indifferent")]
@@ -346,3 +348,87 @@ def test_nested_invalid_output_is_retried(fake, make_client, schema, case):
 def test_unknown_shape_is_refused(make_client):
     with pytest.raises(ValueError, match="tool shape"):
         LLMExtractor(make_client(), shape="tree")
+
+
+# --- the data model: open values grounded in the user's words, closed ones listed, evidence, polarity -------
+JAZZ = Conversation(id="c-jazz", turns=(Turn(role="user", text="Play something."),
+                                        Turn(role="assistant", text="How about some smooth jazz or Miles Davis?"),
+                                        Turn(role="user", text="I can't stand jazz, I always put on the Rolling Stones.")))
+ARTISTS_LABEL = "Music > Favorite Artists/Bands"
+
+
+def test_a_fabricated_value_is_rejected_and_retried_with_the_error(fake, make_client, schema):
+    """The model names an artist the user never said (the assistant did): validation rejects it, the retry carries
+    why, the corrected answer is the user's span."""
+    said = "I can't stand jazz, I always put on the Rolling Stones."
+    fake.push(tool_call(TOOL_NAME, {"preferences": [item("Miles Davis", ARTISTS_LABEL, sentence=said)]}),
+              tool_call(TOOL_NAME, {"preferences": [item("the Rolling Stones", ARTISTS_LABEL, sentence=said),
+                                                    item("Jazz", GENRES_LABEL, "dislike", said)]}))
+    ex = LLMExtractor(make_client())
+    run = ex.extract(JAZZ, schema)
+    assert run.valid_at_try == 2 and "does not occur in what the user said" in run.errors[0]
+    retry = fake.requests[1].messages[-1]["content"]
+    assert "'Miles Davis' does not occur in what the user said" in retry and "preferences.0" in retry
+    assert [(c.attribute, c.polarity, c.evidence) for c in run.candidates] == [
+        ("the Rolling Stones", "like", "stated"), ("Jazz", "dislike", "stated")]
+
+
+def test_a_value_only_the_assistant_said_twice_stores_nothing(fake, make_client, schema):
+    bad = {"preferences": [item("Miles Davis", ARTISTS_LABEL)]}
+    fake.push(tool_call(TOOL_NAME, bad), tool_call(TOOL_NAME, bad))
+    with pytest.raises(ExtractionError, match="does not occur"):
+        LLMExtractor(make_client()).extract(JAZZ, schema)
+
+
+@pytest.mark.parametrize("value,said", [("rolling stones", "I always put on the Rolling  Stones!"),
+                                        ("Highway", "I avoid highways whenever I can."),
+                                        ("the Thai place", "I love thai place near work.")])
+def test_an_open_value_matches_the_users_words_folded(value, said):
+    from boundmem.llm.flat import occurs
+
+    assert occurs(value, said)
+    assert not occurs("Stones Rolling", "I always put on the Rolling Stones.")
+    assert not occurs("jazz", "I love jazzercise.")
+
+
+def test_a_closed_value_must_be_a_listed_item(fake, make_client, schema):
+    """Closed categories take an enum of their items: "lukewarm" is not one; "low" is stored in the listed spelling."""
+    said = "Keep the fan low, always."
+    conv = Conversation(id="c-fan", turns=(Turn(role="user", text=said),))
+    fan = "Climate Control > Fan Speed Preferences"
+    fake.push(tool_call(TOOL_NAME, {"preferences": [item("gentle", fan, sentence=said)]}),
+              tool_call(TOOL_NAME, {"preferences": [item("low", fan, sentence=said)]}))
+    ex = LLMExtractor(make_client())
+    run = ex.extract(conv, schema)
+    assert "is not one of the listed items" in run.errors[0] and "Low | Medium | High" in run.errors[0]
+    assert [(c.attribute, c.span) for c in run.candidates] == [("Low", "low")]
+    system = fake.requests[0].json["messages"][0]["content"]
+    assert f"- {fan} (one of: Low | Medium | High)" in system
+
+
+def test_an_implied_closed_item_needs_no_literal_words(fake, make_client, schema):
+    said = "I always go for the cheapest fuel."
+    conv = Conversation(id="c-fuel", turns=(Turn(role="user", text=said),))
+    fake.push(tool_call(TOOL_NAME, {"preferences": [item("Always cheapest", "Gas Station > Price Sensitivity for Fuel",
+                                                         sentence=said)]}))
+    assert [c.attribute for c in LLMExtractor(make_client()).extract(conv, schema).candidates] == ["Always cheapest"]
+
+
+def test_observed_and_stated_evidence(fake, make_client, schema, sqlite_store, hash_embedder):
+    """A one-off choice comes back observed and is kept as an observation, not a preference; a stated one is stored."""
+    conv = Conversation(id="c-obs", turns=(Turn(role="user", text="Play some jazz. I'm vegetarian, always have been."),))
+    fake.push(tool_call(TOOL_NAME, {"preferences": [
+        {**item("jazz", GENRES_LABEL, sentence="Play some jazz."), "evidence": "observed"},
+        {**item("vegetarian", sentence=SAID), "evidence": "stated"}]}))
+    mem = _memory(schema, sqlite_store, hash_embedder, LLMExtractor(make_client()))
+    r = mem.add(conv, "alice")
+    assert [(o.attribute, o.polarity) for o in r.observed] == [("jazz", "like")]
+    assert [p.attribute for p in sqlite_store.preferences("alice")] == ["vegetarian"]
+    it = fake.requests[0].json["tools"][0]["function"]["parameters"]["properties"]["preferences"]["items"]
+    assert it["properties"]["evidence"]["enum"] == ["stated", "observed"] and "evidence" in it["required"]
+
+
+def test_bad_evidence_is_retried(fake, make_client, schema):
+    fake.push(tool_call(TOOL_NAME, {"preferences": [{**item(), "evidence": "guessed"}]}), tool_call(TOOL_NAME, GOOD))
+    run = LLMExtractor(make_client()).extract(CONV, schema)
+    assert run.valid_at_try == 2 and "preferences.0.evidence" in run.errors[0]

@@ -29,7 +29,7 @@ from ..conversation import render
 from ..errors import ConfigError
 from ..llm.client import LLMClient
 from ..llm.errors import LLMError, LLMOutputError
-from ..llm.flat import FlatSchema, as_data, compile_flat, describe_item_error, example_block
+from ..llm.flat import FlatSchema, as_data, compile_flat, describe_item_error, example_block, listed_item
 from ..models import Candidate, Conversation
 from ..schema.model import Schema
 from ..schema.tool import TOOL_NAME, flatten, output_model, tool_definition
@@ -41,11 +41,13 @@ FLAT_SYSTEM_PROMPT = """\
 You save a user's lasting preferences: what will still hold after this conversation is over. The default is \
 to save nothing.
 - Only what the user labelled "{user_label}" said or confirmed; never the assistant's suggestions or questions.
-- Only lasting preferences ("I always...", "I prefer...", "I love...", "I can't stand..."), not a request for \
-right now ("play some rock", "set it to 21 degrees", "take me to the station"), not other people's tastes.
+- evidence "stated": a lasting preference said as such ("I always...", "I prefer...", "I love...", "I can't \
+stand..."). evidence "observed": a one-off choice that names a value ("play some rock", "set it to 21 degrees"). \
+Nothing for a request that names no value ("take me to the station"), nothing for other people's tastes.
 - Only the categories listed below. If a preference fits none of them, leave it out; never bend it into another \
 category.
-- value: short, in the user's words, or the example value that fits. polarity: "dislike" if the user rejects or \
+- value: for a category with "one of:", exactly one of its items; for any other category, the user's own \
+words for it, copied from what they said (never a value they did not say). polarity: "dislike" if the user rejects or \
 avoids it, "indifferent" if they say they do not mind it, else "like" (the value itself never negated: "jazz", \
 not "not jazz"). sentence: the user's sentence, verbatim.
 Categories:
@@ -89,6 +91,11 @@ Previous output:
 Error:
 {error}
 Correct it and call {tool} again."""
+
+
+def user_text(conversation: Conversation) -> str:
+    """What the user said: the only words an open category's value may come from."""
+    return "\n".join(t.text for t in conversation.turns if t.role == "user")
 
 
 class ExtractionStats(BaseModel):
@@ -193,7 +200,8 @@ class LLMExtractor:
                 raise
             else:
                 try:
-                    out = (compiled.model if self.shape == "flat" else compiled[0]).model_validate(args)
+                    out = (compiled.model if self.shape == "flat" else compiled[0]).model_validate(
+                        args, context={"user_text": user_text(conversation)})
                 except ValidationError as e:
                     previous, error = json.dumps(args, ensure_ascii=False), describe_validation_error(e)
                     hint = describe_item_error(args, compiled) if self.shape == "flat" else None
@@ -229,10 +237,13 @@ class LLMExtractor:
         for item in out.preferences:
             path, detail = flat.paths[item.category], flat.details[item.category]  # the enum: always inside the schema
             attribute, polarity = as_data(item.value, item.polarity, detail)
+            if detail.value_kind == "closed" and detail.attributes:
+                attribute = listed_item(attribute, detail) or attribute   # validated: the listed spelling
             key = (str(path), attribute.casefold(), polarity)
             if key not in found:
                 found[key] = Candidate(path=path, attribute=attribute, sentence=item.sentence.strip(), polarity=polarity,
-                                       span=item.value.strip())
+                                       evidence=item.evidence, span=item.value.strip(),
+                                       cue="one-off choice" if item.evidence == "observed" else "")
         return list(found.values())
 
     @staticmethod

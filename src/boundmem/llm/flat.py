@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator, model_validator
 
 from ..schema.model import CategoryPath, DetailCategory, Schema
 
@@ -64,6 +64,8 @@ def _guide_line(label: str, d: DetailCategory) -> str:
     desc = (d.description or "").strip()
     # the in-car schema's descriptions only repeat the name ("The user's lasting preference for ..."): left out
     extra = "" if not desc or _GENERIC.match(desc) or d.name.lower() in desc.lower() else f": {desc[:120]}"
+    if d.value_kind == "closed" and d.attributes:   # the value must be one of these: all of them are shown
+        return f"- {label}{extra} (one of: {' | '.join(d.attributes)})"
     ex = [a if len(a) <= _EXAMPLE_CHARS else a[:_EXAMPLE_CHARS].rstrip() + "..." for a in d.attributes[:MAX_EXAMPLES]]
     return f"- {label}{extra}" + (f" (e.g. {', '.join(ex)})" if ex else "")
 
@@ -82,10 +84,12 @@ def compile_flat(schema: Schema) -> FlatSchema:
                 "properties": {
                     "sentence": {"type": "string", "description": "The user's own sentence, verbatim."},
                     "category": {"type": "string", "enum": list(labels)},
-                    "value": {"type": "string", "description": "Short value in the user's words or an example value."},
+                    "value": {"type": "string", "description": "Open category: the user's own words, copied. "
+                              "Closed category: one of its listed items."},
                     "polarity": {"type": "string", "enum": ["like", "dislike", "indifferent"]},
+                    "evidence": {"type": "string", "enum": ["stated", "observed"]},
                 },
-                "required": ["sentence", "category", "value", "polarity"],
+                "required": ["sentence", "category", "value", "polarity", "evidence"],
                 "additionalProperties": False,
             }}},
         "required": ["preferences"],
@@ -95,8 +99,9 @@ def compile_flat(schema: Schema) -> FlatSchema:
         "name": TOOL_NAME,
         "description": "Save the user's lasting preferences that fit one of the allowed categories.",
         "parameters": params}}
-    return FlatSchema(labels=labels, paths={lab: p for lab, p, _ in rows}, details={lab: d for lab, _, d in rows},
-                      tool=tool, model=_model(labels), guide=guide)
+    details = {lab: d for lab, _, d in rows}
+    return FlatSchema(labels=labels, paths={lab: p for lab, p, _ in rows}, details=details,
+                      tool=tool, model=_model(labels, details), guide=guide)
 
 
 class _ItemBase(BaseModel):
@@ -105,6 +110,7 @@ class _ItemBase(BaseModel):
     sentence: str
     value: str = Field(min_length=1)
     polarity: Literal["like", "dislike", "indifferent"]
+    evidence: Literal["stated", "observed"] = "stated"
 
     @field_validator("value")
     @classmethod
@@ -114,10 +120,56 @@ class _ItemBase(BaseModel):
         return v.strip()
 
 
-def _model(labels: tuple[str, ...]) -> type[BaseModel]:
+def _model(labels: tuple[str, ...], details: dict[str, DetailCategory]) -> type[BaseModel]:
     cat = Literal[labels]  # type: ignore[valid-type]
-    item = create_model("PreferenceItem", __base__=_ItemBase, category=(cat, ...))
+
+    def grounded(self, info: ValidationInfo):
+        """A value the conversation does not contain is made up: rejected, so the model is asked again with why."""
+        d = details[self.category]
+        value, polarity = as_data(self.value, self.polarity, d)
+        if d.value_kind == "closed" and d.attributes:
+            item = listed_item(value, d)
+            if item is None:
+                raise ValueError(f"value {self.value!r} is not one of the listed items of the closed category "
+                                 f"{self.category!r} ({' | '.join(d.attributes)}): give exactly one of them, or leave "
+                                 "the item out")
+            return self
+        text = (info.context or {}).get("user_text") if info is not None else None
+        if text is not None and not occurs(value, text):
+            raise ValueError(f"value {self.value!r} does not occur in what the user said: an open category's value "
+                             "is the user's own words, copied from their turns, or leave the item out")
+        return self
+
+    item = create_model("PreferenceItem", __base__=_ItemBase, category=(cat, ...),
+                        __validators__={"_grounded": model_validator(mode="after")(grounded)})
     return create_model("Preferences", __config__=ConfigDict(extra="forbid"), preferences=(list[item], ...))
+
+
+def _folded(text: str) -> str:
+    return " ".join(re.sub(r"[\W_]+", " ", text.casefold()).split())
+
+
+_ARTICLE = re.compile(r"^(?:the|a|an|my|some)\s+")
+
+
+def occurs(value: str, text: str) -> bool:
+    """Whether the value is in the user's words: case, whitespace and punctuation folded, a leading article and a
+    plural -s forgiven ("the Thai place" ~ "thai place", "highways" ~ "highway")."""
+    v = _ARTICLE.sub("", _folded(value))
+    if not v:
+        return False
+    words = [re.escape(w[:-1] if len(w) > 3 and w.endswith("s") else w) + r"(?:e?s)?" for w in v.split()]
+    return re.search(r"(?<!\w)" + r"\s+".join(words) + r"(?!\w)", _folded(text)) is not None
+
+
+def listed_item(value: str, d: DetailCategory) -> Optional[str]:
+    """The listed item a closed category's value names: the same item folded, or the only item it begins."""
+    v = _folded(value)
+    same = [a for a in d.attributes if _folded(a) == v]
+    if same:
+        return same[0]
+    starts = [a for a in d.attributes if v and _folded(a).startswith(v + " ")]
+    return starts[0] if len(starts) == 1 else None
 
 
 _NEGATED = re.compile(r"^(?:not|no|never)\s+(?=\S)", re.I)
@@ -144,8 +196,9 @@ def example_block(flat: FlatSchema) -> str:
         return ""
     a, b = flat.details[lab].attributes[:2]
     said = f"I always pick {a}, and I never want {b}."
-    answer = {"preferences": [{"sentence": said, "category": lab, "value": a, "polarity": "like"},
-                              {"sentence": said, "category": lab, "value": b, "polarity": "dislike"}]}
+    answer = {"preferences": [{"sentence": said, "category": lab, "value": a, "polarity": "like", "evidence": "stated"},
+                              {"sentence": said, "category": lab, "value": b, "polarity": "dislike",
+                               "evidence": "stated"}]}
     return (f'Example: the user says "{said}" -> {json.dumps(answer, ensure_ascii=False)}\n'
             f'Example: the user says "Take me home." -> {{"preferences": []}}')
 
