@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from boundmem.cli import app
 from boundmem.schema.model import CategoryPath
-from boundmem.store.sqlite import SQLiteStore
+from boundmem.store.sqlite import SQLiteStore, pack_payload, unpack_payload
 
 CUISINE = CategoryPath(main="points_of_interest", sub="restaurant", detail="favorite_cuisine")
 
@@ -74,18 +74,27 @@ def test_audit_verify_passes_then_names_the_edited_entry(db):
     assert run("audit", "verify", "-u", "carol", "--db", db).exit_code == 0
     assert run("audit", "verify", "-u", "alice", "--tenant", "acme", "--db", db).exit_code == 0
     assert run("audit", "verify", "-u", "nobody", "--db", db).exit_code != 0
-    # someone with the file edits alice's first entry behind the store's back
+    # someone with the file edits alice's first entry behind the store's back, in the store's own payload format
     subject = SQLiteStore(db).keys.subject("acme:alice")
     con = sqlite3.connect(db)
     con.execute("DROP TRIGGER audit_erase_only")
-    con.execute("UPDATE audit SET after=replace(after, 'Italian', 'Greek') WHERE subject=? AND useq=1", (subject,))
+    (after,) = con.execute("SELECT after FROM audit WHERE subject=? AND useq=1", (subject,)).fetchone()
+    edited = json.loads(json.dumps(unpack_payload(after)).replace("Italian", "Greek"))
+    assert edited != unpack_payload(after)
+    con.execute("UPDATE audit SET after=? WHERE subject=? AND useq=1", (pack_payload(edited), subject))
     con.commit()
-    con.close()
     r = run("audit", "verify", "--db", db)
     assert r.exit_code == 1 and "acme:alice" in r.output and "seq 1" in r.output, r.output
     r = run("audit", "verify", "-u", "alice", "--tenant", "acme", "--db", db)
     assert r.exit_code == 1 and "seq 1" in r.output
     assert run("audit", "verify", "-u", "carol", "--db", db).exit_code == 0
+    # or garbles its bytes into text that is not UTF-8: named the same way, not a crash
+    con.execute("DROP TRIGGER audit_erase_only")  # opening the store put it back
+    con.execute("UPDATE audit SET after=CAST(X'01FFFE' || after AS TEXT) WHERE subject=? AND useq=1", (subject,))
+    con.commit()
+    con.close()
+    r = run("audit", "verify", "--db", db)
+    assert r.exit_code == 1 and "acme:alice" in r.output and "seq 1" in r.output, r.output
 
 
 def test_tenant_and_user_are_each_checked(db):

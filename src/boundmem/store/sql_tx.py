@@ -12,6 +12,7 @@ import hmac
 import json
 import secrets
 import uuid
+import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
@@ -143,6 +144,9 @@ def load_keys(con: Any, d: "Dialect") -> AuditKeys:
 
 
 AUDIT_COLS = "useq, op, preference_id, category, why, before, after, cause, at, content_hash, prev_hash, hash"
+# SQLite hands TEXT back decoded, so a payload edited by hand into invalid UTF-8 would fail the read itself; reading
+# the payloads as bytes lets verification name the edited entry instead.
+SQLITE_AUDIT_COLS = AUDIT_COLS.replace("before, after", "CAST(before AS BLOB), CAST(after AS BLOB)")
 
 
 def hexed(h: Any) -> str:
@@ -171,8 +175,13 @@ def verify_chain(keys: AuditKeys, subject: str, rows, loads: Callable[[Any], Any
         if h != keys.entry(subject, useq, op, pid, cat, why or "", at, ch, prev_hash):
             return useq, "its hash does not match its contents (op, preference, category, why, time or content hash was edited)"
         erased = before is None and after is None and cause == ERASED
-        if not erased and ch != keys.content(loads(before), loads(after), cause):
-            return useq, "its before/after/cause do not match its content hash (the payload was edited)"
+        if not erased:
+            try:
+                content = keys.content(loads(before), loads(after), cause)
+            except (ValueError, zlib.error, StoreError):
+                return useq, "its before/after payload cannot be read (the payload was edited)"
+            if ch != content:
+                return useq, "its before/after/cause do not match its content hash (the payload was edited)"
         prev, expect = h, useq + 1
     return None
 
@@ -187,7 +196,7 @@ def verify_log(con: Any, d: "Dialect", keys: AuditKeys, users: list[str], every:
     count = len(subjects) if every else len(users)
     entries = 0
     for subject in subjects:
-        rows = con.execute(d.sql(f"SELECT {AUDIT_COLS} FROM audit WHERE subject=? ORDER BY useq"), (subject,)).fetchall()
+        rows = con.execute(d.sql(f"SELECT {d.audit_cols} FROM audit WHERE subject=? ORDER BY useq"), (subject,)).fetchall()
         entries += len(rows)
         broken = verify_chain(keys, subject, rows, d.loads)
         if broken:
@@ -210,6 +219,7 @@ class Dialect:
     day: Callable[[Any], Any] = lambda d: d.isoformat()   # a calendar day as the driver stores it
     digest: Callable[[str], Any] = lambda h: h            # a hex hash as the driver stores it (read back by hexed)
     episode_order: str = "ORDER BY day, created_at, id"   # a stable ORDER BY for one user's episodes
+    audit_cols: str = AUDIT_COLS                          # AUDIT_COLS as this driver reads them
 
     @property
     def cols(self) -> str:

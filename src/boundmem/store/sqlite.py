@@ -26,7 +26,7 @@ from ..errors import NotFoundError, StoreError
 from ..models import AuditEntry, Observation, Preference, UserExport, utcnow
 from .base import AuditCheck, StoreBusy, blocking_rule, is_store_busy, unit
 from .sql_episodes import EpisodeReads
-from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch, load_keys,
+from .sql_tx import (SQLITE_AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch, load_keys,
                      migrate_legacy, POLARITY_MIGRATION, row_to_obs, row_to_pref, stack, verify_log)
 
 log = logging.getLogger(__name__)
@@ -181,6 +181,8 @@ def unpack_payload(v: Any) -> Any:
     if v is None:
         return None
     if isinstance(v, bytes):
+        if v[:1] in (b"{", b"[", b'"', b"n"):  # a text payload read as bytes
+            return json.loads(v.decode("utf-8"))
         if v[:1] != _PACKED:
             raise StoreError(f"audit payload in an unknown format (first byte {v[:1]!r})")
         d = zlib.decompressobj(-15, _ZDICT)
@@ -191,7 +193,7 @@ def unpack_payload(v: Any) -> Any:
 DIALECT = Dialect(param="?", user_col="user", order=_ORDER, stored_dim="length(embedding) - 4", distinct="IS NOT",
                   now=lambda: utcnow().isoformat(), json=pack_payload, vector=encode_vector, loads=unpack_payload,
                   digest=bytes.fromhex,
-                  next_key=next_key, episode_order="ORDER BY day, created_at, rowid")
+                  next_key=next_key, episode_order="ORDER BY day, created_at, rowid", audit_cols=SQLITE_AUDIT_COLS)
 
 
 class SQLiteStore(SingleWrites, EpisodeReads):
@@ -416,7 +418,7 @@ class SQLiteStore(SingleWrites, EpisodeReads):
 
     def audit(self, user: str) -> list[AuditEntry]:
         with self._use() as con:
-            rows = con.execute(f"SELECT {AUDIT_COLS} FROM audit WHERE subject=? ORDER BY useq",
+            rows = con.execute(f"SELECT {SQLITE_AUDIT_COLS} FROM audit WHERE subject=? ORDER BY useq",
                                (chain_subject(con, DIALECT, self.keys, user),)).fetchall()
         return [audit_entry(user, r, DIALECT.loads) for r in rows]
 
