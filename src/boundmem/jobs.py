@@ -40,6 +40,7 @@ from typing import Any, Callable, Iterator, Optional, Protocol
 
 from .errors import ConflictError, NotFoundError
 from .models import Conversation, IngestResult
+from .store.sqlite_connect import connect
 
 log = logging.getLogger("boundmem.jobs")
 
@@ -132,10 +133,7 @@ class _SQLite:
     def _con(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
         if con is None or getattr(self._local, "pid", None) != os.getpid():
-            con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA synchronous=NORMAL")   # WAL + NORMAL: a committed job survives a killed process
-            con.execute("PRAGMA secure_delete=ON")     # a finished job's conversation text is zeroed, not freed
+            con = connect(self.path, self.timeout)   # secure_delete: a finished job's text is zeroed, not freed
             self._local.con, self._local.pid = con, os.getpid()
         return con
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterator, Union
 
 from ..errors import NotFoundError
+from ..store.sqlite_connect import connect, truncate_wal_nowait
 from .base import DialogueTurn
 from .models import Thought, ThoughtDraft, utcnow
 
@@ -150,16 +151,10 @@ class CAIMStore:
 
     def __init__(self, path: Union[str, Path] = ":memory:"):
         self.path = str(path)
-        self._con = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._con = connect(self.path, timeout=30)
         self._lock = threading.RLock()
-        if self.path != ":memory:":
-            self._con.execute("PRAGMA journal_mode=WAL")
-        self._con.execute("PRAGMA foreign_keys=ON")
-        self._con.execute("PRAGMA secure_delete=ON")
         self._con.executescript(_DDL)
         if self.path != ":memory:":  # a process killed between a forget's commit and its WAL wipe: wipe now
-            from ..store.sqlite import truncate_wal_nowait
-
             truncate_wal_nowait(self._con)
 
     @contextmanager

@@ -19,7 +19,6 @@ import hashlib
 import hmac
 import json
 import os
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import ConfigError, InputError
+from ..store.sqlite_connect import MEMORY, connect
 from ..user_id import InvalidUserId, check_tenant, check_user_id
 
 PREFIX = "bmu1"
@@ -77,8 +77,8 @@ class Generations:
 
     def __init__(self, path: str | Path | None = None):
         self._lock = threading.Lock()
-        self._con = sqlite3.connect(str(path) if path else ":memory:", timeout=5.0, isolation_level=None,
-                                    check_same_thread=False)
+        # durable: a revocation lost to a power cut would bring the revoked tokens back
+        self._con = connect(path or MEMORY, timeout=5.0, durable=True)
         self._con.execute("CREATE TABLE IF NOT EXISTS token_generation (tenant TEXT NOT NULL, user TEXT NOT NULL, "
                           "generation INTEGER NOT NULL, PRIMARY KEY (tenant, user))")
 

@@ -26,6 +26,7 @@ from ..errors import NotFoundError, StoreError
 from ..models import AuditEntry, Observation, Preference, UserExport, utcnow
 from .base import AuditCheck, StoreBusy, blocking_rule, is_store_busy, unit
 from .sql_episodes import EpisodeReads
+from .sqlite_connect import connect, truncate_wal_nowait
 from .sql_tx import (SQLITE_AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch, load_keys,
                      migrate_legacy, POLARITY_MIGRATION, row_to_obs, row_to_pref, stack, verify_log)
 
@@ -246,12 +247,7 @@ class SQLiteStore(SingleWrites, EpisodeReads):
                 truncate_wal_nowait(con)
 
     def _open(self) -> sqlite3.Connection:
-        con = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False)
-        if not self.memory:
-            con.execute("PRAGMA journal_mode=WAL")
-        con.execute("PRAGMA synchronous=NORMAL")
-        con.execute("PRAGMA foreign_keys=ON")
-        con.execute("PRAGMA secure_delete=ON")
+        con = connect(self.path, self.timeout)
         with self._lock:
             # one connection per thread: close those of threads that have ended (thread pools recycle)
             dead = [c for t, c in self._all if not t.is_alive()]
@@ -467,18 +463,4 @@ class SQLiteStore(SingleWrites, EpisodeReads):
                 except Exception:
                     pass
         self._local, self._shared = threading.local(), None
-
-
-def truncate_wal_nowait(con: sqlite3.Connection) -> bool:
-    """Checkpoint the WAL into the file and truncate it, if nobody is using it right now (no waiting). On opening a
-    store this closes the window left by a crash between an erasure's commit and its WAL wipe."""
-    timeout = con.execute("PRAGMA busy_timeout").fetchone()[0]
-    con.execute("PRAGMA busy_timeout=0")
-    try:
-        return not con.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-    except sqlite3.OperationalError:
-        return False
-    finally:
-        con.execute(f"PRAGMA busy_timeout={int(timeout)}")
-
 
