@@ -1,6 +1,7 @@
 """The package layout is the pipeline: schema -> embed -> extract/maintain -> store -> retrieve -> memory ->
-service/cli (caim beside memory); the benchmarks live outside the package (benchmarks/boundmem_bench). These tests read every import in src/boundmem (also the ones inside
-functions, which are cycles all the same when they run) and fail on a cycle or an arrow against the pipeline."""
+service/cli (caim beside memory); the benchmarks live outside the package (benchmarks/boundmem_bench). These tests read
+every import in src/boundmem (also the ones inside functions, which are cycles all the same when they run, the ones
+under TYPE_CHECKING, and modules named for import_module) and fail on a cycle or an arrow against the pipeline."""
 from __future__ import annotations
 
 import ast
@@ -27,50 +28,51 @@ RANKS = {
 
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
+def _module_name(path: Path, src: Path = SRC) -> str:
+    parts = list(path.relative_to(src).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts = parts[:-1]
     return ".".join(parts)
 
 
-def _is_module(name: str) -> bool:
-    p = SRC / name.replace(".", "/")
+def _is_module(name: str, src: Path = SRC) -> bool:
+    p = src / name.replace(".", "/")
     return p.with_suffix(".py").exists() or (p / "__init__.py").exists()
 
 
-def _in_type_checking(node: ast.AST, parents: dict) -> bool:
-    while node in parents:
-        node = parents[node]
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            return True
-    return False
+def _imports(tree: ast.AST, package: str, src: Path) -> set[str]:
+    """Every boundmem module `tree` imports: top-level, inside functions, under `if TYPE_CHECKING:` (a cycle for the
+    type checker and for whoever moves the import out of the guard), and by name (a string that names a module, as
+    `import_module` and the CLI's lazy sub-apps take it)."""
+    out: set[str] = set()
+    top = package.split(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != top:
+                continue
+            sub = [f"{target}.{a.name}" for a in node.names if _is_module(f"{target}.{a.name}", src)]
+            # "from pkg import submodule" depends on the submodule; "from pkg import name" on pkg
+            out.update(sub if sub and len(sub) == len(node.names) else [target, *sub])
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == top)
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(top + ".")
+              and node.value.replace(".", "").replace("_", "").isalnum() and _is_module(node.value, src)):
+            out.add(node.value)
+    return out
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(pkg: Path = PKG) -> dict[str, set[str]]:
+    src = pkg.parent
     graph: dict[str, set[str]] = defaultdict(set)
-    for path in sorted(PKG.rglob("*.py")):
-        mod = _module_name(path)
+    for path in sorted(pkg.rglob("*.py")):
+        mod = _module_name(path, src)
         package = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-        graph[mod]
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom):
-                if _in_type_checking(node, parents):
-                    continue
-                if node.level:
-                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
-                if not target.startswith("boundmem"):
-                    continue
-                sub = [f"{target}.{a.name}" for a in node.names if _is_module(f"{target}.{a.name}")]
-                # "from pkg import submodule" depends on the submodule; "from pkg import name" on pkg
-                graph[mod].update(sub if sub and len(sub) == len(node.names) else [target, *sub])
-            elif isinstance(node, ast.Import) and not _in_type_checking(node, parents):
-                graph[mod].update(a.name for a in node.names if a.name.startswith("boundmem"))
+        graph[mod].update(_imports(ast.parse(path.read_text(encoding="utf-8")), package, src))
     return graph
 
 
@@ -84,9 +86,17 @@ def test_every_module_has_a_place_in_the_pipeline():
     assert not unplaced, f"modules with no rank in RANKS: {unplaced}"
 
 
+def against_the_pipeline(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} -> {b}" for a, bs in graph.items() for b in bs if b != "boundmem" and rank(b) > rank(a))
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles; a module importing its own package (its __init__) is not one."""
+    return _cycles({a: {b for b in bs if b != "boundmem" and not a.startswith(b + ".")} for a, bs in graph.items()})
+
+
 def test_no_import_against_the_pipeline():
-    bad = sorted(f"{a} -> {b}" for a, bs in import_graph().items() for b in bs
-                 if b != "boundmem" and rank(b) > rank(a))
+    bad = against_the_pipeline(import_graph())
     assert not bad, "imports against the pipeline:\n" + "\n".join(bad)
 
 
@@ -128,8 +138,64 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_cycle():
-    graph = {a: {b for b in bs if b != "boundmem" and not a.startswith(b + ".")} for a, bs in import_graph().items()}
-    assert _cycles(graph) == []
+    assert cycles(import_graph()) == []
+
+
+def test_the_graph_is_the_whole_package():
+    """The counts above are over every module, the CLI's included, and over the imports that hide (TYPE_CHECKING,
+    inside a function, by name)."""
+    graph = import_graph()
+    assert {"boundmem.cli.root", "boundmem.cli.options", "boundmem.cli.llm"} <= set(graph)
+    assert "boundmem.extract.registry" in graph["boundmem.cli.options"]
+    assert "boundmem.cli.serve" in graph["boundmem.cli.root"]   # mounted lazily, by module name
+
+
+def _plant(tmp_path: Path, files: dict[str, str]) -> Path:
+    pkg = tmp_path / "boundmem"
+    for name, text in {"__init__.py": "", **files}.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text, encoding="utf-8")
+    for d in [p for p in pkg.rglob("*") if p.is_dir()]:
+        (d / "__init__.py").touch()
+    return pkg
+
+
+def test_a_planted_type_checking_cycle_fails(tmp_path):
+    pkg = _plant(tmp_path, {
+        "memory.py": "from .jobs import JobQueue\n",
+        "jobs.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .memory import Memory\n",
+        "store/sql.py": "def f():\n    from ..retrieve import base\n",   # against the pipeline, in a function
+        "retrieve/base.py": "",
+    })
+    graph = import_graph(pkg)
+    assert cycles(graph) == [["boundmem.jobs", "boundmem.memory"]]
+    assert against_the_pipeline(graph) == ["boundmem.store.sql -> boundmem.retrieve.base"]
+
+
+def test_a_planted_cli_arrow_fails(tmp_path):
+    """A command line kept beside the stage it drives (the old llm/cli.py) imports up the pipeline: it is found,
+    whether it imports the module or names it for import_module."""
+    pkg = _plant(tmp_path, {
+        "llm/cli.py": "from ..extract.llm import LLMExtractor\n",
+        "embed/cli.py": "from importlib import import_module\nx = import_module('boundmem.maintain.llm')\n",
+        "extract/llm.py": "", "maintain/llm.py": "", "cli/options.py": "from ..extract.llm import LLMExtractor\n",
+    })
+    assert against_the_pipeline(import_graph(pkg)) == ["boundmem.embed.cli -> boundmem.maintain.llm",
+                                                       "boundmem.llm.cli -> boundmem.extract.llm"]
+
+
+def test_only_the_cli_imports_typer():
+    """A module that parses command lines is a CLI module, and those live in cli/ (rank 8, imported by nothing below):
+    a typer import elsewhere is a CLI module hiding in a stage."""
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        if path.relative_to(PKG).parts[0] == "cli":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            bad += [f"{path.relative_to(SRC)} -> {n}" for n in names if n.split(".")[0] in ("typer", "click")]
+    assert not bad, bad
 
 
 def test_the_cycle_finder_finds_a_cycle():

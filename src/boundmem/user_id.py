@@ -62,15 +62,3 @@ def check_store_user_id(user: object) -> str:
         raise InvalidUserId(f"invalid user id {user!r}: expected USER or TENANT:USER, the user part {RULE}")
     return check_user_id(user)
 
-
-def cli_user_id(value: object) -> object:
-    """The rule as a CLI option callback (main CLI and `boundmem caim`): USER or TENANT:USER, else a usage error
-    naming the value and the rule. typer is imported only here, so the library does not need it."""
-    import typer
-
-    if value is None:
-        return value
-    try:
-        return check_store_user_id(value)
-    except InvalidUserId as e:
-        raise typer.BadParameter(str(e)) from e

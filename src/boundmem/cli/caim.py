@@ -23,7 +23,7 @@ from .options import ErrorExitGroup
 from .options import cli_choice, cli_default, cli_settings
 from ..embed.registry import EMBEDDERS
 from ..errors import NotFoundError
-from ..user_id import cli_user_id as _user_id  # the one user-id rule, as on the main CLI, the API and MCP
+from .options import cli_user_id as _user_id  # the one user-id rule, as on the main CLI, the API and MCP
 
 app = typer.Typer(help="CAIM memory: sessions, post-thinking, recall.", no_args_is_help=True, add_completion=False,
                   cls=ErrorExitGroup)

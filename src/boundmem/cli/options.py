@@ -14,6 +14,7 @@ from ..embed.registry import EMBEDDERS
 from ..errors import BoundmemError, ConfigError, exit_code
 from ..extract.registry import EXTRACTORS
 from ..maintain.registry import MAINTAINERS
+from ..user_id import InvalidUserId, check_store_user_id
 
 _META_KEY = "boundmem.settings"
 
@@ -88,3 +89,14 @@ class ErrorExitGroup(TyperGroup):
         except BoundmemError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(exit_code(e)) from e
+
+
+def cli_user_id(value: object) -> object:
+    """The user-id rule as an option callback (main CLI and `boundmem caim`): USER or TENANT:USER, else a usage error
+    naming the value and the rule (the rule itself is user_id's, as on the API and MCP)."""
+    if value is None:
+        return value
+    try:
+        return check_store_user_id(value)
+    except InvalidUserId as e:
+        raise typer.BadParameter(str(e)) from e

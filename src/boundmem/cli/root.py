@@ -19,7 +19,7 @@ from ..errors import InputError, NotFoundError, UpstreamError, exit_code
 from ..schema.display import category_labels, choice, statement
 from ..models import Polarity
 from ..schema.load import builtin_schema, dump_yaml, load_schema
-from ..user_id import cli_user_id as _user_id  # the one user-id rule, as on the API and MCP
+from .options import cli_user_id as _user_id  # the one user-id rule, as on the API and MCP
 
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, cls=ErrorExitGroup)

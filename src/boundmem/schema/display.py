@@ -14,10 +14,13 @@ Polarity is data (`like`, `dislike`, `indifferent`), worded against the category
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .model import CategoryPath, Schema
+
+class _Resolves(Protocol):
+    """What `category_labels` needs of a Schema: model.py imports this module, so naming Schema here is a cycle."""
+
+    def resolve(self, path: Any) -> Any: ...
 
 _PARENTHETICAL = re.compile(r"\s*\([^()]*\)")
 _FOR_EXAMPLE = re.compile(r"\bf\.\s?e\.(?=\s|$)", re.I)   # a Germanism ("for example") outside parentheses
@@ -62,7 +65,7 @@ def choice(label: str, attribute: str, polarity: str) -> str:
     return f"{_CHOICE[is_avoidance(label)].get(polarity, 'you chose')} {attribute}"
 
 
-def category_labels(schema: "Schema", path: "CategoryPath | str") -> tuple[str, str, str]:
+def category_labels(schema: _Resolves, path: object) -> tuple[str, str, str]:
     """The labels of a stored value's category: (main, sub, detail). A path the schema no longer holds (stored
     under another version of it) is still shown, by its keys."""
     try:
