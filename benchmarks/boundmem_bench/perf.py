@@ -174,6 +174,15 @@ def measure_ingest(convs: list[Conversation], workdir: Path, keep: bool = False,
 
     mem = build_memory(settings, db=workdir / "ingest.db", embedder="minilm")
     mem.warm()
+    from boundmem.user_id import namespaced
+
+    # the stages embed the schema's own texts on their first ingest (once per process): not the conversations' cost
+    mem.add(Conversation(id="warm-up", turns=(Turn(role="user", text="I always prefer Italian food, stop "
+                                                                          "remembering my music."),)),
+            namespaced(BENCH_TENANT, "warm-up"))
+    mem.embedder.clear_cache()   # every text of the conversations really encoded
+    mem.embedder.reset_stats()
+    encoded = _count_encoded(mem.embedder)
     lat = []
     t = time.perf_counter()
     for i, c in enumerate(convs):
@@ -181,8 +190,15 @@ def measure_ingest(convs: list[Conversation], workdir: Path, keep: bool = False,
         mem.add(c, _bench_user(i))
         lat.append((time.perf_counter() - t1) * 1000)
     dt = time.perf_counter() - t
-    res = {"conversations": len(convs), "seconds": dt, "conv_per_s": len(convs) / dt,
-           "backend": backend_label(mem.embedder), "latency": _summary(lat)}
+    st, n = mem.stats(), len(convs)
+    res = {"conversations": n, "seconds": dt, "conv_per_s": n / dt,
+           "backend": backend_label(mem.embedder), "latency": _summary(lat),
+           # the stages' requests, the distinct texts of each ingest (the memo's misses), the model's forward passes
+           "embedding": {"requested_per_conversation": st["ingest_texts"] / n,
+                         "distinct_per_conversation": st["ingest_embedded"] / n,
+                         "encoded_per_conversation": encoded[0] / n,
+                         "encoded_per_distinct_text": encoded[0] / max(st["ingest_embedded"], 1),
+                         "user_turns_per_conversation": sum(t.role == "user" for c in convs for t in c.turns) / n}}
     if keep:
         return res, mem
     mem.store.close()
@@ -294,34 +310,31 @@ def measure_http(mem, queries: list[str], convs: list[Conversation], accept_inte
     return out
 
 
+class _Upstream:
+    """The instant model server (fake_upstream.py) in its own process: in the bench's process its threads would
+    take the GIL from the proxy they answer, a cost no deployment has."""
+
+    def __init__(self) -> None:
+        import subprocess
+        import sys
+
+        self.proc = subprocess.Popen([sys.executable, "-m", "boundmem_bench.fake_upstream"], stdout=subprocess.PIPE,
+                                     text=True)
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not line.strip().isdigit():
+            self.proc.kill()
+            raise RuntimeError(f"the fake upstream did not start: {line!r}")
+        self.url = f"http://127.0.0.1:{line.strip()}/v1"
+
+    def shutdown(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
 def _fake_upstream():
     """A model server that answers every chat completion at once with the same short reply (127.0.0.1)."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    reply = json.dumps({"id": "cmpl-bench", "object": "chat.completion", "created": 0, "model": "bench",
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": "Sure."}}],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        disable_nagle_algorithm = True   # else headers and body as two packets meet delayed ACKs: 40 ms stalls
-
-        def log_message(self, *a):
-            pass
-
-        def do_POST(self):
-            self.rfile.read(int(self.headers.get("content-length") or 0))
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(reply)))
-            self.end_headers()
-            self.wfile.write(reply)
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv, f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    up = _Upstream()
+    return up, up.url
 
 
 def measure_proxy(mem, queries: list[str]) -> dict:
@@ -360,6 +373,139 @@ def measure_proxy(mem, queries: list[str]) -> dict:
             mem.jobs.drain(mem.add, timeout=300)   # the learnt exchanges, so they do not run into later measurements
     finally:
         srv.shutdown()
+    return out
+
+
+def repeated_command_stream(slurp: Optional[Path], users: int = 50, per_user: int = 40, repertoire: int = 12,
+                            novel: float = 0.3, seed: int = 0) -> list[tuple[int, str]]:
+    """(user, utterance) for `users` x `per_user` requests: each user has a repertoire of `repertoire` commands drawn
+    from SLURP devel (real voice commands; CarMem-like synthetic ones without it), asked with Zipf popularity
+    (weight 1/rank), and a `novel` share of one-off utterances never asked before. A model of how assistants are
+    used (people repeat their commands), not a measured log: the hit rate it gives is that model's."""
+    rng = np.random.default_rng(seed)
+    pool: list[str] = []
+    if slurp and slurp.exists():
+        pool = [json.loads(line)["sentence"] for line in slurp.open()]
+    if len(pool) < users * repertoire * 2:
+        pool += [f"set the temperature to {18 + i % 9} degrees and play station {i}" for i in
+                 range(users * repertoire * 2 - len(pool))]
+    order = [str(x) for x in rng.permutation(pool)]
+    reps = [order[u * repertoire:(u + 1) * repertoire] for u in range(users)]
+    fresh = iter(order[users * repertoire:])
+    weights = 1.0 / np.arange(1, repertoire + 1)
+    weights /= weights.sum()
+    stream = []
+    for i in range(users * per_user):
+        u = int(rng.integers(0, users))
+        stream.append((u, next(fresh) if rng.random() < novel else reps[u][int(rng.choice(repertoire, p=weights))]))
+    return stream
+
+
+def measure_query_cache(mem, stream: list[tuple[int, str]]) -> dict:
+    """Recall over the repeated-command stream with the Memory's query cache: its hit rate, and latency of hits and
+    misses apart (a hit skips the forward pass)."""
+    mem.embedder.clear_cache()
+    mem.embedder.reset_stats()
+    hit_ms, miss_ms = [], []
+    for u, q in stream:
+        before = mem.stats()["hits"]
+        t = time.perf_counter()
+        mem.recall(q, _bench_user(u), k=5)
+        (hit_ms if mem.stats()["hits"] > before else miss_ms).append((time.perf_counter() - t) * 1000)
+    st = mem.stats()
+    return {"requests": len(stream), "distinct": len({q for _, q in stream}), "capacity": st["capacity"],
+            "hits": st["hits"], "misses": st["misses"], "hit_rate": st["hit_rate"],
+            "recall_hit": _summary(hit_ms), "recall_miss": _summary(miss_ms), "all": _summary(hit_ms + miss_ms)}
+
+
+def _settle(mem, user: str, jobs_before: int, timeout: float = 60.0) -> None:
+    """Until the exchange the proxy learns from (queued after its reply) is queued and ingested."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        jobs = mem.jobs.of_user(user)
+        if len(jobs) > jobs_before and all(j.status in ("done", "failed") for j in jobs):
+            return
+        time.sleep(0.005)
+
+
+def measure_surfaces(mem, queries: list[str]) -> dict:
+    """The floor and every surface on the same unique queries, interleaved in one loop (each query: the system order
+    rotates), every cache cleared before each sample so each query is really embedded: one query embedding (the
+    model alone, batch 1), `Memory.recall(k=5)`, recall over HTTP (uvicorn, keep-alive), a chat completion straight
+    to an instant upstream and the same through the proxy (with its recall time). The proxy learns each exchange in
+    its job worker; a sample starts only once that is done, so no system measures another's background ingestion
+    (the back-to-back proxy numbers of the latency contract include it)."""
+    import httpx
+
+    from boundmem.proxy.app import create_proxy
+    from boundmem.service.app import create_app
+
+    emb = mem.embedder
+    inner = getattr(emb, "inner", emb)
+    srv, upstream = _fake_upstream()
+    ms: dict[str, list[float]] = {k: [] for k in ("embedding", "library", "http", "direct", "proxied", "proxy_recall")}
+    hdr = {"Authorization": f"Bearer {BENCH_KEY}"}
+    try:
+        api = create_app(mem, {BENCH_KEY: BENCH_TENANT}, rate_limit=None)
+        proxy = create_proxy(mem, {BENCH_KEY: BENCH_TENANT}, upstream, rate_limit=None)
+        with _Serving(api) as api_url, _Serving(proxy) as proxy_url, httpx.Client(timeout=60) as http:
+            def chat(i: int, q: str) -> dict:
+                return {"model": "bench", "user": f"user-{i % 50}", "messages": [{"role": "user", "content": q}]}
+
+            def embedding(i: int, q: str) -> None:
+                t = time.perf_counter()
+                inner.encode_uncached([q]) if hasattr(inner, "encode_uncached") else inner.embed([q])
+                ms["embedding"].append((time.perf_counter() - t) * 1000)
+
+            def library(i: int, q: str) -> None:
+                t = time.perf_counter()
+                mem.recall(q, _bench_user(i), k=5)
+                ms["library"].append((time.perf_counter() - t) * 1000)
+
+            def over_http(i: int, q: str) -> None:
+                t = time.perf_counter()
+                http.post(f"{api_url}/v1/users/user-{i % 50}/recall", json={"utterance": q, "k": 5},
+                          headers=hdr).raise_for_status()
+                ms["http"].append((time.perf_counter() - t) * 1000)
+
+            def proxied(i: int, q: str) -> None:
+                t = time.perf_counter()
+                http.post(f"{upstream}/chat/completions", json=chat(i, q)).raise_for_status()
+                ms["direct"].append((time.perf_counter() - t) * 1000)
+                emb.clear_cache()
+                before = len(mem.jobs.of_user(_bench_user(i)))
+                t = time.perf_counter()
+                r = http.post(f"{proxy_url}/v1/chat/completions", json=chat(i, q), headers=hdr)
+                ms["proxied"].append((time.perf_counter() - t) * 1000)
+                r.raise_for_status()
+                ms["proxy_recall"].append(float(r.headers["x-boundmem-recall-ms"]))
+                _settle(mem, _bench_user(i), before)
+
+            systems = [embedding, library, over_http, proxied]
+            for i in range(3):   # connections up, every path warm
+                for f in systems:
+                    f(0, f"warm up {i}")
+            for v in ms.values():
+                v.clear()
+            for i, q in enumerate(queries):
+                for j in range(len(systems)):
+                    emb.clear_cache()
+                    systems[(i + j) % len(systems)](i, q)
+            mem.jobs.drain(mem.add, timeout=300)
+    finally:
+        srv.shutdown()
+    out: dict = {k: _summary(v) for k, v in ms.items()}
+    e95, l95 = out["embedding"]["p95_ms"], out["library"]["p95_ms"]
+    over = [p - d for p, d in zip(ms["proxied"], ms["direct"])]
+    out["proxy_overhead"] = _summary(over)
+    out["ratios"] = {
+        "library_p95_over_embedding_p95": l95 / e95,
+        "library_p50_over_embedding_p50": out["library"]["p50_ms"] / out["embedding"]["p50_ms"],
+        "http_p95_minus_library_p95_ms": out["http"]["p95_ms"] - l95,
+        "http_p50_minus_library_p50_ms": out["http"]["p50_ms"] - out["library"]["p50_ms"],
+        "http_minus_library_per_query_p95_ms": _pct([h - x for h, x in zip(ms["http"], ms["library"])], 95),
+        "proxy_overhead_p95_minus_recall_p95_ms": out["proxy_overhead"]["p95_ms"] - out["proxy_recall"]["p95_ms"],
+        "proxy_overhead_p50_minus_recall_p50_ms": out["proxy_overhead"]["p50_ms"] - out["proxy_recall"]["p50_ms"]}
     return out
 
 
@@ -439,6 +585,8 @@ def register(app: typer.Typer) -> None:
                                                                                 "(library, HTTP, proxy); 0 skips it."),
              async_conversations: int = typer.Option(100, "--async-conversations",
                                                      help="Conversations ingested asynchronously (library and HTTP)."),
+             slurp: Optional[Path] = typer.Option(None, "--slurp", help="SLURP devel.jsonl: real voice commands for "
+                                                  "the query cache's repeated-command stream (else synthetic ones)."),
              only: Optional[str] = typer.Option(None, "--backends", help="Comma-separated backends to measure "
                                                 "(onnx, onnx-fp32, torch); default: every one installed.")):
         """Extraction/embedding throughput, ingest throughput, recall latency as users grow, concurrent writers."""
@@ -468,6 +616,10 @@ def register(app: typer.Typer) -> None:
                     qs, n_async = _queries(convs, latency_queries), min(async_conversations, len(convs))
                     lat: dict = {"backend": backend_label(mem.embedder)}
                     res["latency"] = lat
+                    console.print("the floor and every surface, interleaved, unique queries ...")
+                    lat["surfaces"] = measure_surfaces(mem, qs)
+                    console.print("the query cache on a repeated-command stream ...")
+                    lat["query_cache"] = measure_query_cache(mem, repeated_command_stream(slurp))
                     console.print("latency contract: recall from the library ...")
                     lat["recall_library"] = measure_recall_library(mem, qs)
                     lat["async_accept_library"] = measure_library_async_accept(mem, convs[:n_async])
@@ -569,6 +721,10 @@ def _markdown(res: dict) -> str:
         lines += [f"| ingest end to end (extract+maintain+store, SQLite) [{ing.get('backend', 'default')}] | "
                   f"{ing['conv_per_s']:.1f} conversations/s"
                   + (f"; per conversation p50 {lat['p50_ms']:.1f} / p95 {lat['p95_ms']:.1f} ms" if lat else "") + " | |", ""]
+    if "embedding" in res.get("ingest", {}):
+        lines += _ingest_embedding_lines(res)
+    if "surfaces" in res.get("latency", {}):
+        lines += _surface_lines(res["latency"])
     if "latency" in res:
         lines += _contract_lines(res["latency"])
     for name, rows in res["recall_scaling"].items():
@@ -585,6 +741,60 @@ def _markdown(res: dict) -> str:
                   f"p95 {r.get('latency_ms_p95', 0):.1f} ms; lost/duplicated: "
                   f"{ {k: v for k, v in r.items() if any(w in k for w in ('lost', 'dup', 'missing'))} }", ""]
     return "\n".join(lines)
+
+
+def _ingest_embedding_lines(res: dict) -> list[str]:
+    """Embeddings per ingested conversation, and ingest throughput against the embedding ceiling."""
+    ing = res["ingest"]
+    e, b = ing["embedding"], ing["backend"]
+    lines = [f"Ingest [{b}] ({ing['conversations']} CarMem conversations, {e['user_turns_per_conversation']:.2f} user "
+             "turns each):", "", "| measure | value | target |", "|---|---|---|",
+             f"| texts the stages ask to embed, per conversation | {e['requested_per_conversation']:.2f} | |",
+             f"| distinct texts per conversation (turns, clauses, phrases, stored enriched texts) | "
+             f"{e['distinct_per_conversation']:.2f} | |",
+             f"| texts the model encodes, per conversation / per distinct text | {e['encoded_per_conversation']:.2f} / "
+             f"{e['encoded_per_distinct_text']:.2f} | per distinct text <= 1 |"]
+    per_call = res.get("minilm_sentences_per_s_per_call", {}).get("onnx")
+    if per_call and e["encoded_per_conversation"]:
+        ceil = per_call / e["encoded_per_conversation"]
+        frac = ing["conv_per_s"] / ceil
+        lines.append(f"| ingest end to end, as a fraction of the embedding ceiling ({per_call:.0f} sentences/s one call "
+                     f"per conversation / {e['encoded_per_conversation']:.2f} = {ceil:.1f} conv/s) | "
+                     f"{ing['conv_per_s']:.1f} conv/s = {frac:.0%} | >= 90 % |")
+    return lines + [""]
+
+
+def _surface_lines(lat: dict) -> list[str]:
+    """The floor and the surfaces, one interleaved run, with the ratios the issue asks for; and the query cache."""
+    s, b = lat["surfaces"], lat["backend"]
+    r = s["ratios"]
+    n = s["library"]["n"]
+    rows = [("one query embedding, batch 1 (the floor)", s["embedding"]),
+            ("`Memory.recall(k=5)`, unique queries", s["library"]),
+            ("recall over HTTP (uvicorn, keep-alive)", s["http"]),
+            ("chat completion straight to an instant upstream", s["direct"]),
+            ("the same through `boundmem proxy`", s["proxied"]),
+            ("proxy overhead (proxied - direct, per pair)", s["proxy_overhead"]),
+            ("recall inside the proxy (X-Boundmem-Recall-Ms)", s["proxy_recall"])]
+    lines = [f"The floor and every surface [{b}], interleaved, {n} unique queries each (caches cleared per sample):", "",
+             "| surface | p50 ms | p95 ms | p99 ms |", "|---|---|---|---|"]
+    lines += [f"| {name} | {x['p50_ms']:.1f} | {x['p95_ms']:.1f} | {x['p99_ms']:.1f} |" for name, x in rows]
+    lines += ["", "| ratio | value | target |", "|---|---|---|",
+              f"| library recall p95 / embedding p95 (p50 / p50) | {r['library_p95_over_embedding_p95']:.2f} "
+              f"({r['library_p50_over_embedding_p50']:.2f}) | <= 1.2 |",
+              f"| HTTP recall p95 - library p95 (p50 - p50; per query p95) | {r['http_p95_minus_library_p95_ms']:+.1f} ms "
+              f"({r['http_p50_minus_library_p50_ms']:+.1f}; {r['http_minus_library_per_query_p95_ms']:+.1f}) | <= 3 ms |",
+              f"| proxy overhead p95 - its recall p95 (p50 - p50) | {r['proxy_overhead_p95_minus_recall_p95_ms']:+.1f} ms "
+              f"({r['proxy_overhead_p50_minus_recall_p50_ms']:+.1f}) | <= 3 ms |", ""]
+    if "query_cache" in lat:
+        c = lat["query_cache"]
+        lines += [f"Query cache (capacity {c['capacity']}) on a repeated-command stream ({c['requests']} recalls, "
+                  f"{c['distinct']} distinct: per user a repertoire of SLURP commands with Zipf popularity, 30 % "
+                  f"one-off): hit rate **{c['hit_rate']:.0%}**; recall p50 / p95 on a hit "
+                  f"{c['recall_hit']['p50_ms']:.1f} / {c['recall_hit']['p95_ms']:.1f} ms, on a miss "
+                  f"{c['recall_miss']['p50_ms']:.1f} / {c['recall_miss']['p95_ms']:.1f} ms, all "
+                  f"{c['all']['p50_ms']:.1f} / {c['all']['p95_ms']:.1f} ms.", ""]
+    return lines
 
 
 def _contract_lines(lat: dict) -> list[str]:

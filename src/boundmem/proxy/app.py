@@ -42,7 +42,6 @@ from typing import Any, AsyncIterator, Mapping, Optional, Union
 
 import httpx
 from fastapi import FastAPI, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
@@ -259,6 +258,9 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
         except Exception:  # noqa: BLE001 - learning must never break or delay a reply
             log.exception("could not queue the exchange for ingestion")
 
+    async def learn_now(ns: str, user_text: str, reply: str, conv_id: str) -> None:
+        learn(ns, user_text, reply, conv_id)
+
     def recall(ns: str, text: str) -> list[RecallHit]:
         try:
             return get_memory().recall(text, ns, k=k, gate=gate, min_score=min_score) if text.strip() else []
@@ -292,12 +294,13 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
         if not forward_user:
             body.pop("user", None)
         t0 = time.perf_counter()
-        # each kind passes its own gate; together at most k (memory.merge_recalls)
-        got = merge_recalls(await run_in_threadpool(recall, ns, last_user),
-                            await run_in_threadpool(recall_episodes, ns, last_user), k)
+        # each kind passes its own gate; together at most k (memory.merge_recalls). On the event loop: as in the
+        # API's recall route, two thread-pool hops cost more on a busy machine than the recall they carry
+        mem = await get_memory.get()
+        got = merge_recalls(recall(ns, last_user), recall_episodes(ns, last_user), k)
         hits, episodic = got.preferences, got.episodes
         if hits:
-            body["messages"] = with_memory(body["messages"], memory_block(get_memory(), hits))
+            body["messages"] = with_memory(body["messages"], memory_block(mem, hits))
         if episodic is not None and episodic.hits:   # only when the controller said memory is needed
             body["messages"] = with_memory(body["messages"], episodes_block(episodic.hits))
         recall_ms = (time.perf_counter() - t0) * 1000
@@ -324,8 +327,10 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
                     reply = message_text(json.loads(content)["choices"][0]["message"].get("content"))
                 except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError):
                     reply = ""
-                # after the response is sent: the reply never waits for the queue
-                task = BackgroundTask(learn, ns, last_user, reply, conv_id)
+                # after the response is sent: the reply never waits for the queue. On the loop (queueing is one
+                # committed insert, ~0.1 ms): a sync task would hop to the thread pool, whose wake-ups then compete
+                # with the next request
+                task = BackgroundTask(learn_now, ns, last_user, reply, conv_id)
             else:
                 task = None
             return Response(content=content, status_code=r.status_code, media_type=ctype, headers=extra,
@@ -340,7 +345,7 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
             finally:
                 await r.aclose()
             if seen.complete:   # only a finished stream is learnt from
-                await run_in_threadpool(learn, ns, last_user, seen.text, conv_id)
+                learn(ns, last_user, seen.text, conv_id)
 
         return StreamingResponse(relay(), status_code=200, media_type=ctype, headers=extra)
 
