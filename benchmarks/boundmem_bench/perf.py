@@ -384,11 +384,10 @@ def repeated_command_stream(slurp: Optional[Path], users: int = 50, per_user: in
     used (people repeat their commands), not a measured log: the hit rate it gives is that model's."""
     rng = np.random.default_rng(seed)
     pool: list[str] = []
-    if slurp and slurp.exists():
-        pool = [json.loads(line)["sentence"] for line in slurp.open()]
-    if len(pool) < users * repertoire * 2:
-        pool += [f"set the temperature to {18 + i % 9} degrees and play station {i}" for i in
-                 range(users * repertoire * 2 - len(pool))]
+    if slurp and slurp.exists():   # distinct sentences: a one-off must really be new
+        pool = list(dict.fromkeys(json.loads(line)["sentence"] for line in slurp.open()))
+    need = users * repertoire + users * per_user   # every request a one-off at worst
+    pool += [f"set the temperature to {18 + i % 9} degrees and play station {i}" for i in range(need - len(pool))]
     order = [str(x) for x in rng.permutation(pool)]
     reps = [order[u * repertoire:(u + 1) * repertoire] for u in range(users)]
     fresh = iter(order[users * repertoire:])
@@ -419,13 +418,16 @@ def measure_query_cache(mem, stream: list[tuple[int, str]]) -> dict:
 
 
 def _settle(mem, user: str, jobs_before: int, timeout: float = 60.0) -> None:
-    """Until the exchange the proxy learns from (queued after its reply) is queued and ingested."""
+    """Until the exchange the proxy learns from is ingested: it is queued just after the reply (the proxy's background
+    task), so first wait for it to appear, then on the job itself."""
     end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        jobs = mem.jobs.of_user(user)
-        if len(jobs) > jobs_before and all(j.status in ("done", "failed") for j in jobs):
+    while len(jobs := mem.jobs.of_user(user)) <= jobs_before:
+        if time.monotonic() > end:
             return
-        time.sleep(0.005)
+        time.sleep(0.001)
+    for j in jobs:
+        if not j.finished:
+            mem.jobs.wait(j.id, timeout=max(0.1, end - time.monotonic()))
 
 
 def measure_surfaces(mem, queries: list[str]) -> dict:
@@ -587,6 +589,8 @@ def register(app: typer.Typer) -> None:
                                                      help="Conversations ingested asynchronously (library and HTTP)."),
              slurp: Optional[Path] = typer.Option(None, "--slurp", help="SLURP devel.jsonl: real voice commands for "
                                                   "the query cache's repeated-command stream (else synthetic ones)."),
+             cache_recalls: int = typer.Option(2000, "--cache-recalls", min=0, help="Recalls in the repeated-command "
+                                               "stream (40 per user, at most 50 users); 0 skips the query-cache measurement."),
              only: Optional[str] = typer.Option(None, "--backends", help="Comma-separated backends to measure "
                                                 "(onnx, onnx-fp32, torch); default: every one installed.")):
         """Extraction/embedding throughput, ingest throughput, recall latency as users grow, concurrent writers."""
@@ -618,8 +622,11 @@ def register(app: typer.Typer) -> None:
                     res["latency"] = lat
                     console.print("the floor and every surface, interleaved, unique queries ...")
                     lat["surfaces"] = measure_surfaces(mem, qs)
-                    console.print("the query cache on a repeated-command stream ...")
-                    lat["query_cache"] = measure_query_cache(mem, repeated_command_stream(slurp))
+                    if cache_recalls:
+                        console.print("the query cache on a repeated-command stream ...")
+                        lat["query_cache"] = measure_query_cache(
+                            mem, repeated_command_stream(slurp, users=(u := max(1, min(50, cache_recalls // 40))),
+                                                         per_user=max(1, cache_recalls // u)))
                     console.print("latency contract: recall from the library ...")
                     lat["recall_library"] = measure_recall_library(mem, qs)
                     lat["async_accept_library"] = measure_library_async_accept(mem, convs[:n_async])

@@ -30,7 +30,8 @@ def test_perf_harness_measures_both_backends_on_real_conversations(tmp_path, sha
     out = tmp_path / "perf"
     r = CliRunner().invoke(app, ["bench", "perf", "--data", str(shared_data / "carmem" / "dataset.jsonl"),
                                  "--conversations", "12", "--users", "10", "--queries", "5", "--writers", "0",
-                                 "--latency-queries", "10", "--async-conversations", "4", "--out", str(out)])
+                                 "--latency-queries", "10", "--async-conversations", "4", "--cache-recalls", "50",
+                                 "--slurp", str(shared_data / "slurp" / "devel.jsonl"), "--out", str(out)])
     assert r.exit_code == 0, r.output
     res = json.loads((out / "results.json").read_text())
     ex = res["extraction"]
@@ -46,3 +47,51 @@ def test_perf_harness_measures_both_backends_on_real_conversations(tmp_path, sha
     # every row names its backend: the file the ONNX backend runs, or torch
     assert "[onnx fp32]" in md and "[torch]" in md and "[onnx]" not in md
     assert "fraction of the embedding ceiling" in md and "recall over HTTP" in md and "boundmem proxy" in md
+    # one forward pass per distinct text of an ingest; the interleaved surfaces and the query cache reported
+    e = res["ingest"]["embedding"]
+    assert 0 < e["distinct_per_conversation"] <= e["requested_per_conversation"]
+    assert e["encoded_per_distinct_text"] <= 1.0
+    assert lat["surfaces"]["library"]["n"] == lat["surfaces"]["proxied"]["n"] == 10
+    assert lat["query_cache"]["requests"] == 50 and 0 < lat["query_cache"]["hit_rate"] < 1
+    assert "HTTP recall p95 - library p95" in md and "Query cache" in md
+
+
+def test_repeated_command_stream_repeats_each_users_repertoire_and_keeps_one_offs_new(shared_data):
+    from collections import Counter
+
+    from boundmem_bench.perf import repeated_command_stream
+
+    slurp = shared_data / "slurp" / "devel.jsonl"
+    a = repeated_command_stream(slurp, users=10, per_user=30, repertoire=5, novel=0.3, seed=1)
+    assert a == repeated_command_stream(slurp, users=10, per_user=30, repertoire=5, novel=0.3, seed=1)
+    assert len(a) == 300
+    said = Counter(q for _, q in a)
+    once = [q for q, n in said.items() if n == 1]
+    repeated = {q for q, n in said.items() if n > 1}
+    # every repeated command belongs to one user (a repertoire is a user's own) and there are at most 5 per user
+    owners = {q: {u for u, x in a if x == q} for q in repeated}
+    assert all(len(o) == 1 for o in owners.values())
+    assert all(sum(1 for q in repeated if u in owners[q]) <= 5 for u in range(10))
+    assert 0.15 < len(once) / len(a) < 0.45   # the one-off share (some repertoire entries are asked once too)
+    # without SLURP: synthetic commands, the same shape
+    b = repeated_command_stream(None, users=3, per_user=10, repertoire=2, novel=0.5)
+    assert len(b) == 30 and len({q for _, q in b}) < 30
+
+
+def test_query_cache_and_surfaces_are_measured_on_a_model_free_memory(keyword_memory):
+    from boundmem_bench.perf import _bench_user, measure_query_cache, measure_surfaces
+
+    for i in range(3):
+        keyword_memory.add([{"role": "user", "content": "I always prefer Italian food."}], _bench_user(i))
+    stream = [(0, "play my music"), (1, "play my music"), (0, "play my music"), (2, "find a charger")]
+    c = measure_query_cache(keyword_memory, stream)
+    # the cache is per Memory and keyed by the text: the second and third "play my music" are hits
+    assert (c["requests"], c["distinct"], c["hits"], c["misses"]) == (4, 2, 2, 2)
+    assert c["recall_hit"]["n"] == 2 and c["recall_miss"]["n"] == 2
+    qs = ["where should we eat", "any food nearby", "I am hungry"]
+    s = measure_surfaces(keyword_memory, qs)
+    assert all(s[k]["n"] == 3 for k in ("embedding", "library", "http", "direct", "proxied", "proxy_recall"))
+    assert s["proxy_overhead"]["n"] == 3 and set(s["ratios"]) >= {
+        "library_p95_over_embedding_p95", "http_p95_minus_library_p95_ms", "proxy_overhead_p95_minus_recall_p95_ms"}
+    # the proxy learnt every exchange before the next sample started
+    assert all(j.finished for u in range(3) for j in keyword_memory.jobs.of_user(_bench_user(u)))
