@@ -54,6 +54,9 @@ class LLMSettings(_Group):
     max_tokens: Optional[int] = Field(None, ge=1, description="BOUNDMEM_LLM_MAX_TOKENS")
     usage_log: Optional[str] = Field(None, description="BOUNDMEM_LLM_USAGE_LOG: a JSONL file, one line per request")
     tool_shape: Literal["flat", "nested"] = Field("flat", description="BOUNDMEM_LLM_TOOL_SHAPE")
+    profile: Literal["paper", "small"] = Field(
+        "paper", description="BOUNDMEM_LLM_PROFILE: paper (forced tool call, a worked example) or small (no example, "
+                             "output constrained to the JSON schema where the server can, the shortest schema)")
 
 
 class LocalLLMSettings(_Group):
@@ -135,7 +138,8 @@ class Settings(_Group):
                 temperature=r.temperature("BOUNDMEM_LLM_TEMPERATURE"),
                 max_tokens=r.number(int, "BOUNDMEM_LLM_MAX_TOKENS", minimum=1),
                 usage_log=r.text("BOUNDMEM_LLM_USAGE_LOG"),
-                tool_shape=r.choice("BOUNDMEM_LLM_TOOL_SHAPE", ("flat", "nested")))),
+                tool_shape=r.choice("BOUNDMEM_LLM_TOOL_SHAPE", ("flat", "nested")),
+                profile=r.choice("BOUNDMEM_LLM_PROFILE", ("paper", "small")))),
             llm_local=LocalLLMSettings(**_given(home=r.path("BOUNDMEM_LLM_HOME"), cmake_args=r.text("CMAKE_ARGS"))),
             service=ServiceSettings(**_given(
                 keys=r.path("BOUNDMEM_KEYS"), token_secret_file=r.path("BOUNDMEM_TOKEN_SECRET_FILE"),

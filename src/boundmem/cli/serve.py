@@ -51,7 +51,9 @@ def _memory_factory(db: str, schema: Optional[Path], extractor: str, maintainer:
     settings = cli_settings()
     # endpoint settings are checked now: a missing key or model stops the server at start (exit 2 naming it) instead
     # of answering every request with 500 later; building these clients loads no model and sends nothing
-    if "llm" in (extractor, maintainer):
+    from ..extract.registry import uses_llm
+
+    if uses_llm(extractor) or maintainer == "llm":
         from ..llm.registry import make_llm_client
 
         make_llm_client(settings)

@@ -1,7 +1,8 @@
 """Extraction: conversation -> candidate preferences, only inside the (pruned) schema."""
 from __future__ import annotations
 
-from typing import Literal, Protocol, runtime_checkable
+import threading
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -50,3 +51,23 @@ class BatchExtractor(Protocol):
     """An extractor that is faster over many conversations at once (bulk import, benchmarks)."""
 
     def extract_many(self, conversations: list[Conversation], schema: Schema) -> list[list[Candidate]]: ...
+
+
+class StatsCounter:
+    """Counts an extractor keeps over its life, shared by the threads that share the extractor (the service's pool):
+    updated under one lock, read as a copy, so a reader never sees a half-applied update."""
+
+    def __init__(self, stats: BaseModel):
+        self._stats = stats
+        self._stats_lock = threading.Lock()
+
+    @property
+    def stats(self) -> Any:
+        """A snapshot of the counts over all calls so far."""
+        with self._stats_lock:
+            return self._stats.model_copy()
+
+    def _count(self, **deltas: int) -> None:
+        with self._stats_lock:
+            for k, v in deltas.items():
+                setattr(self._stats, k, getattr(self._stats, k) + v)

@@ -10,6 +10,13 @@ Two tool shapes (`shape=`, env BOUNDMEM_LLM_TOOL_SHAPE):
   user's allowed detail categories (`boundmem.llm.flat`); ~1.5k prompt tokens for the in-car schema, and
   small local models (Qwen2.5 0.5B/1.5B) fill it;
 - `nested`: the paper's main > sub > detail object (`boundmem.schema.tool`), ~6.6k prompt tokens.
+Two profiles (`profile=`, env BOUNDMEM_LLM_PROFILE), flat shape only for `small`:
+- `paper` (default): the forced tool call and a worked example built from the user's schema;
+- `small`, for 0.5B-1.5B models on a CPU: the worked example is outside any schema's domain (a "Pets" category
+  the enum cannot produce, so a model that copies it is stopped by the grammar instead of storing the example's
+  values, which is what the 0.5B model did with the paper profile); the answer is constrained to the JSON schema
+  by `response_format` rather than asked for as a tool call, so the chat template does not write the schema into
+  the prompt a second time beside the category guide; two example values per category; no field descriptions.
 Both put everything that depends only on the schema first (system prompt, tool) and the conversation last,
 so a server's prompt cache covers the prefix. A retry appends the model's previous answer and the
 validation error after the conversation instead of editing the system prompt, so it hits the cache too.
@@ -20,7 +27,6 @@ No silent loss: an answer that is invalid twice raises ExtractionError (nothing 
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any, Optional
 
 from pydantic import BaseModel, ValidationError
@@ -33,7 +39,7 @@ from ..llm.flat import FlatSchema, as_data, compile_flat, describe_item_error, e
 from ..models import Candidate, Conversation
 from ..schema.model import Schema
 from ..schema.tool import TOOL_NAME, flatten, output_model, tool_definition
-from .base import Extraction, ExtractionError
+from .base import Extraction, ExtractionError, StatsCounter
 
 SHAPES = ("flat", "nested")
 
@@ -53,7 +59,15 @@ not "not jazz"). sentence: the user's sentence, verbatim.
 Categories:
 {guide}
 {examples}
-Call {tool} with {{"preferences": [...]}}; [] when there is nothing to save."""
+{answer}"""
+
+FLAT_ANSWER = 'Call {tool} with {{"preferences": [...]}}; [] when there is nothing to save.'
+SMALL_ANSWER = 'Answer with {"preferences": [...]}; [] when there is nothing to save.'
+# outside every schema's domain: a model that copies it produces a category the enum does not allow
+SMALL_EXAMPLE = ('Example (another domain): "I can\'t stand cats." -> {"preferences": [{"sentence": "I can\'t stand '
+                 'cats.", "category": "Pets > Animals", "value": "cats", "polarity": "dislike", "evidence": "stated"}]}\n'
+                 'Example: "Take me home." -> {"preferences": []}')
+PROFILES = ("paper", "small")
 
 FLAT_HUMAN_PROMPT = """\
 Conversation:
@@ -90,7 +104,7 @@ Previous output:
 {previous}
 Error:
 {error}
-Correct it and call {tool} again."""
+Correct it and {again}."""
 
 
 def user_text(conversation: Conversation) -> str:
@@ -128,7 +142,7 @@ def describe_validation_error(e: ValidationError, limit: int = 20) -> str:
     return "\n".join(lines + ([f"... and {more} more"] if more > 0 else []))
 
 
-class LLMExtractor:
+class LLMExtractor(StatsCounter):
     """Extractor over any OpenAI-compatible endpoint.
 
     Each call's own outcome (try, errors) comes back in its `Extraction`; `stats` counts all calls, thread-safely.
@@ -137,15 +151,20 @@ class LLMExtractor:
     """
 
     def __init__(self, client: LLMClient, user_label: str = "User", shape: str = "flat",
-                 max_tokens: Optional[int] = None):
+                 max_tokens: Optional[int] = None, profile: str = "paper"):
         if shape not in SHAPES:
             raise ConfigError(f"unknown tool shape {shape!r} (BOUNDMEM_LLM_TOOL_SHAPE; choose {', '.join(SHAPES)})")
+        if profile not in PROFILES:
+            raise ConfigError(f"unknown LLM profile {profile!r} (BOUNDMEM_LLM_PROFILE; choose {', '.join(PROFILES)})")
+        if profile == "small" and shape != "flat":
+            raise ConfigError("BOUNDMEM_LLM_PROFILE=small needs the flat tool shape (BOUNDMEM_LLM_TOOL_SHAPE=flat): "
+                              "the nested one is ~6.6k prompt tokens")
+        self.profile = profile
         self.client = client
         self.user_label = user_label
         self.shape = shape
         self.max_tokens = max_tokens
-        self._stats = ExtractionStats()
-        self._stats_lock = threading.Lock()
+        StatsCounter.__init__(self, ExtractionStats())
         self._cache: dict[Schema, Any] = {}
 
     def _compiled(self, schema: Schema):
@@ -154,7 +173,7 @@ class LLMExtractor:
         if hit is None:
             if len(self._cache) >= 64:
                 self._cache.clear()
-            hit = self._cache[schema] = (compile_flat(schema) if self.shape == "flat"
+            hit = self._cache[schema] = (compile_flat(schema, brief=self.profile == "small") if self.shape == "flat"
                                          else (output_model(schema), tool_definition(schema)))
         return hit
 
@@ -170,8 +189,10 @@ class LLMExtractor:
             if schema is None:
                 raise ValueError("the flat shape's system prompt lists the schema's categories: pass the schema")
             flat: FlatSchema = self._compiled(schema)
+            small = self.profile == "small"
             system = FLAT_SYSTEM_PROMPT.format(user_label=self.user_label, guide=flat.guide,
-                                               examples=example_block(flat), tool=TOOL_NAME)
+                                               examples=SMALL_EXAMPLE if small else example_block(flat),
+                                               answer=SMALL_ANSWER if small else FLAT_ANSWER.format(tool=TOOL_NAME))
             human = FLAT_HUMAN_PROMPT.format(user_label=self.user_label, conversation=conv)
         else:
             system = SYSTEM_PROMPT.format(user_label=self.user_label, tool=TOOL_NAME)
@@ -192,7 +213,8 @@ class LLMExtractor:
         for attempt in (1, 2):
             previous, error = "", ""
             try:
-                args = self.client.call_tool(msgs, tool, **extra)
+                args = (self.client.complete_schema(msgs, tool["function"]["parameters"], TOOL_NAME, **extra)
+                        if self.profile == "small" else self.client.call_tool(msgs, tool, **extra))
             except LLMOutputError as e:
                 previous, error = e.raw, str(e)
             except LLMError:
@@ -215,21 +237,11 @@ class LLMExtractor:
             errors.append(error)
             msgs = msgs[:2] + [{"role": "assistant", "content": previous[:4000] or "(nothing)"},
                                {"role": "user", "content": RETRY_PROMPT.format(
-                                   previous=previous[:4000] or "(nothing)", error=error, tool=TOOL_NAME)}]
+                                   previous=previous[:4000] or "(nothing)", error=error,
+                                   again="answer again" if self.profile == "small" else f"call {TOOL_NAME} again")}]
         self._count(runs=1, invalid=1)
         raise ExtractionError(f"LLM output for conversation {conversation.id!r} was invalid twice "
                               f"(model {self.client.model!r}); nothing extracted. Last error: {errors[-1]}")
-
-    @property
-    def stats(self) -> ExtractionStats:
-        """A snapshot of the counts over all calls so far (a copy: never seen half-updated by another thread)."""
-        with self._stats_lock:
-            return self._stats.model_copy()
-
-    def _count(self, **deltas: int) -> None:
-        with self._stats_lock:
-            for k, v in deltas.items():
-                setattr(self._stats, k, getattr(self._stats, k) + v)
 
     @staticmethod
     def _flat_candidates(flat: FlatSchema, out: BaseModel) -> list[Candidate]:

@@ -43,4 +43,19 @@ def _llm(settings: Settings, embedder: Optional[Embedder]) -> Extractor:
     from ..llm.registry import make_llm_client
     from .llm import LLMExtractor
 
-    return LLMExtractor(make_llm_client(settings), shape=settings.llm.tool_shape)
+    return LLMExtractor(make_llm_client(settings), shape=settings.llm.tool_shape, profile=settings.llm.profile)
+
+
+@EXTRACTORS.register("local+llm", "cascade: the local path proposes, the LLM endpoint keeps, flips or rejects each")
+def _cascade(settings: Settings, embedder: Optional[Embedder]) -> Extractor:
+    from ..llm.registry import make_llm_client
+    from .cascade import CascadeExtractor
+    from .local import LocalExtractor
+
+    client = make_llm_client(settings)   # first: a missing key or model is named before MiniLM loads
+    return CascadeExtractor(LocalExtractor(shared_or_settings(embedder, settings)), client)
+
+
+def uses_llm(name: str) -> bool:
+    """Whether the extractor of this name calls the LLM endpoint (its settings are then checked at start)."""
+    return "llm" in name.split("+")

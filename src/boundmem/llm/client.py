@@ -28,6 +28,7 @@ DEFAULT_MODEL = "gpt-4o-2024-08-06"
 OPENAI_URL = "https://api.openai.com/v1"
 LOCAL_DUMMY_KEY = "not-needed"  # local servers ignore the key, but the SDK insists on one
 RETRY_STATUS = frozenset({408, 409, 429})
+_LOG_NAME = "_boundmem_log_name"   # what the usage log calls a schema-constrained answer (never sent)
 
 Messages = Sequence[dict[str, Any]]
 
@@ -126,6 +127,7 @@ class LLMClient:
             self._sdk = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=self.timeout, max_retries=0)
         self._openai = openai
         self._named_choice = True
+        self._schema_form = "json_schema"
 
     @classmethod
     def from_settings(cls, s: LLMSettings, **overrides: Any) -> "LLMClient":
@@ -202,6 +204,31 @@ class LLMClient:
                                      model=self.model, endpoint=self.endpoint) from None
         return text
 
+    def complete_schema(self, messages: Messages, schema: dict, name: str, **params: Any) -> dict[str, Any]:
+        """An answer constrained to `schema` (a JSON object schema) without offering a tool, so the schema is not
+        also written into the prompt by the chat template: the grammar alone holds the model to it.
+
+        Asked the OpenAI way first (`response_format` json_schema: OpenAI, vLLM, llama.cpp's own server); a server
+        that rejects that form naming response_format (llama-cpp-python's server takes only {"type": "json_object",
+        "schema": ...} and answers the other with a 500 naming the field) is asked that way from then on. A server that ignores the schema
+        still has to produce a JSON object here; holding it to the schema is the caller's validation."""
+        forms = ("json_schema", "json_object") if self._schema_form == "json_schema" else ("json_object",)
+        for form in forms:
+            rf = ({"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+                  if form == "json_schema" else {"type": "json_object", "schema": schema})
+            try:
+                resp = self._create(messages=list(messages), response_format=rf, **{_LOG_NAME: name}, **params)
+            except LLMError as e:
+                if form == "json_schema" and e.status in (400, 422, 500) and "response_format" in str(e):
+                    self._schema_form = "json_object"
+                    continue
+                raise
+            break
+        text = (self._message(resp).content or "").strip()
+        m = _FENCE.match(text)
+        text = m.group(1) if m else text
+        return self._parse_args(name, text)
+
     def close(self) -> None:
         self._sdk.close()
 
@@ -241,9 +268,9 @@ class LLMClient:
         if not self.usage_log:
             return
         u = getattr(resp, "usage", None)
-        tc = params.get("tool_choice")
+        tc, named = params.get("tool_choice"), params.get(_LOG_NAME)
         line = {"t": round(time.time(), 3), "model": self.model,
-                "tool": (tc.get("function", {}).get("name") if isinstance(tc, dict) else
+                "tool": (tc.get("function", {}).get("name") if isinstance(tc, dict) else named if named else
                          ",".join(sorted(_tool_name(t) for t in params.get("tools") or [])) or None),
                 "seconds": round(seconds, 3), "outcome": outcome,
                 "prompt_tokens": int(getattr(u, "prompt_tokens", 0) or 0) if u is not None else None,
@@ -278,7 +305,7 @@ class LLMClient:
         self._count(requests=1)
         started = time.monotonic()
         try:
-            resp = self._sdk.chat.completions.create(model=self.model, **params)
+            resp = self._sdk.chat.completions.create(model=self.model, **{k: v for k, v in params.items() if k != _LOG_NAME})
         except oa.APITimeoutError:
             self._log(params, time.monotonic() - started, "timeout")
             raise _Transient(self._error(LLMTimeout, f"no answer within {self.timeout:g} s after {n} attempt(s)")) from None

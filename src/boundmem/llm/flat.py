@@ -60,20 +60,23 @@ def _labels(schema: Schema) -> list[tuple[str, CategoryPath, DetailCategory]]:
             for lab, r in zip(labels, refs)]
 
 
-def _guide_line(label: str, d: DetailCategory) -> str:
+def _guide_line(label: str, d: DetailCategory, examples: int = MAX_EXAMPLES) -> str:
     desc = (d.description or "").strip()
     # the in-car schema's descriptions only repeat the name ("The user's lasting preference for ..."): left out
     extra = "" if not desc or _GENERIC.match(desc) or d.name.lower() in desc.lower() else f": {desc[:120]}"
     if d.value_kind == "closed" and d.attributes:   # the value must be one of these: all of them are shown
         return f"- {label}{extra} (one of: {' | '.join(d.attributes)})"
-    ex = [a if len(a) <= _EXAMPLE_CHARS else a[:_EXAMPLE_CHARS].rstrip() + "..." for a in d.attributes[:MAX_EXAMPLES]]
+    ex = [a if len(a) <= _EXAMPLE_CHARS else a[:_EXAMPLE_CHARS].rstrip() + "..." for a in d.attributes[:examples]]
     return f"- {label}{extra}" + (f" (e.g. {', '.join(ex)})" if ex else "")
 
 
-def compile_flat(schema: Schema) -> FlatSchema:
+def compile_flat(schema: Schema, brief: bool = False) -> FlatSchema:
+    """`brief` (the small-model profile): two example values per open category instead of four and no field
+    descriptions in the JSON schema. A 0.5B-1.5B model reads every prompt token on a CPU at a few dozen tokens a
+    second, and under a grammar the descriptions only repeat what the system prompt says."""
     rows = _labels(schema)
     labels = tuple(lab for lab, _, _ in rows)
-    guide = "\n".join(_guide_line(lab, d) for lab, _, d in rows)
+    guide = "\n".join(_guide_line(lab, d, 2 if brief else MAX_EXAMPLES) for lab, _, d in rows)
     params = {
         "type": "object",
         "properties": {"preferences": {
@@ -95,6 +98,11 @@ def compile_flat(schema: Schema) -> FlatSchema:
         "required": ["preferences"],
         "additionalProperties": False,
     }
+    if brief:
+        params["properties"]["preferences"] = {k: v for k, v in params["properties"]["preferences"].items()
+                                               if k != "description"}
+        for field in params["properties"]["preferences"]["items"]["properties"].values():
+            field.pop("description", None)
     tool = {"type": "function", "function": {
         "name": TOOL_NAME,
         "description": "Save the user's lasting preferences that fit one of the allowed categories.",
