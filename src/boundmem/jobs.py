@@ -21,31 +21,27 @@ Failures: a busy store or a failing LLM endpoint is retried with backoff (up to 
 (e.g. invalid extractor output) marks the job failed with the error's type and message, logged, and the queue
 goes on with the user's next job.
 
-The table lives in the store's database (SQLite file or PostgreSQL), created on first use; it is this module's own
-(`jobs`), never touched by the stores.
+The table lives in the store's database (SQLite file or PostgreSQL) behind the store's `JobTable` contract
+(store/sql_jobs.py holds its SQL, tests/store/test_jobs_contract.py runs on both): this module decides, the store
+keeps, and neither reaches into the other.
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
-import sqlite3
 import threading
 import time
 import uuid
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterator, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 from .errors import ConflictError, NotFoundError
 from .models import Conversation, IngestResult
-from .store.sqlite_connect import connect
+from .store.base import JobTable
+from .store.sql_jobs import JOB_STATUSES as STATUSES, Job, job_time
 
 log = logging.getLogger("boundmem.jobs")
-
-STATUSES = ("pending", "running", "done", "failed")
-_COLS = "seq, id, user_id, kind, status, result, error, attempts, created_at, started_at, finished_at"
+__all__ = ["STATUSES", "Ingest", "Job", "JobNotFound", "JobQueue", "LeaseLost", "summary"]
 
 
 class Ingest(Protocol):
@@ -62,36 +58,6 @@ class JobNotFound(NotFoundError):
 
 class LeaseLost(ConflictError):
     """Another worker took the job over (this one's lease expired): the ingest is rolled back."""
-
-
-@dataclass(frozen=True)
-class Job:
-    id: str
-    user: str
-    status: str
-    kind: str = "conversation"
-    seq: int = 0
-    attempts: int = 0
-    result: Optional[dict] = None
-    error: Optional[str] = None
-    created_at: Optional[datetime] = None
-    started_at: Optional[datetime] = None
-    finished_at: Optional[datetime] = None
-
-    @property
-    def finished(self) -> bool:
-        return self.status in ("done", "failed")
-
-
-def _dt(t: Optional[float]) -> Optional[datetime]:
-    return None if t is None else datetime.fromtimestamp(float(t), timezone.utc)
-
-
-def _row_to_job(r) -> Job:
-    seq, id_, user, kind, status, result, error, attempts, created, started, finished = r
-    return Job(id=id_, user=user, status=status, kind=kind, seq=int(seq), attempts=int(attempts),
-               result=json.loads(result) if result else None, error=error, created_at=_dt(created),
-               started_at=_dt(started), finished_at=_dt(finished))
 
 
 def summary(result: IngestResult) -> dict:
@@ -113,92 +79,6 @@ def _transient(e: BaseException) -> bool:
     return isinstance(e, LLMError) and not isinstance(e, LLMOutputError)
 
 
-class _SQLite:
-    placeholder = "?"
-    ddl = ["""CREATE TABLE IF NOT EXISTS jobs (
-                seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, user_id TEXT NOT NULL,
-                kind TEXT NOT NULL, status TEXT NOT NULL, payload TEXT, result TEXT, error TEXT,
-                attempts INTEGER NOT NULL DEFAULT 0, owner TEXT, lease_until REAL, not_before REAL NOT NULL DEFAULT 0,
-                created_at REAL NOT NULL, started_at REAL, finished_at REAL)""",
-           "CREATE INDEX IF NOT EXISTS jobs_open ON jobs(status, seq)",
-           "CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user_id, seq)"]
-
-    def __init__(self, store: Any):
-        self.store = store
-        self.path = store.path
-        self.memory = store.path == ":memory:"
-        self.timeout = getattr(store, "timeout", 5.0)
-        self._local = threading.local()
-
-    def _con(self) -> sqlite3.Connection:
-        con = getattr(self._local, "con", None)
-        if con is None or getattr(self._local, "pid", None) != os.getpid():
-            con = connect(self.path, self.timeout)   # secure_delete: a finished job's text is zeroed, not freed
-            self._local.con, self._local.pid = con, os.getpid()
-        return con
-
-    @contextmanager
-    def write(self) -> Iterator[Any]:
-        if self.memory:   # one shared connection: the store's own
-            with self.store._use() as con:
-                con.execute("BEGIN IMMEDIATE")
-                try:
-                    yield con
-                except BaseException:
-                    con.execute("ROLLBACK")
-                    raise
-                con.execute("COMMIT")
-            return
-        con = self._con()
-        con.execute("BEGIN IMMEDIATE")
-        try:
-            yield con
-        except BaseException:
-            if con.in_transaction:
-                con.execute("ROLLBACK")
-            raise
-        con.execute("COMMIT")
-
-    @contextmanager
-    def read(self) -> Iterator[Any]:
-        if self.memory:
-            with self.store._use() as con:
-                yield con
-        else:
-            yield self._con()
-
-    def close(self) -> None:
-        con = getattr(self._local, "con", None)
-        if con is not None:
-            con.close()
-            self._local.con = None
-
-
-class _Postgres:
-    placeholder = "%s"
-    ddl = ["""CREATE TABLE IF NOT EXISTS jobs (
-                seq BIGSERIAL PRIMARY KEY, id TEXT NOT NULL UNIQUE, user_id TEXT NOT NULL,
-                kind TEXT NOT NULL, status TEXT NOT NULL, payload TEXT, result TEXT, error TEXT,
-                attempts INTEGER NOT NULL DEFAULT 0, owner TEXT, lease_until DOUBLE PRECISION,
-                not_before DOUBLE PRECISION NOT NULL DEFAULT 0, created_at DOUBLE PRECISION NOT NULL,
-                started_at DOUBLE PRECISION, finished_at DOUBLE PRECISION)""",
-           "CREATE INDEX IF NOT EXISTS jobs_open ON jobs(status, seq)",
-           "CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user_id, seq)"]
-
-    def __init__(self, store: Any):
-        self.store = store
-
-    @contextmanager
-    def write(self) -> Iterator[Any]:
-        with self.store._conn() as con, con.transaction():
-            yield con
-
-    read = write
-
-    def close(self) -> None:
-        pass
-
-
 def _lower_priority(nice: int) -> None:
     """Run this (worker) thread at a lower CPU priority (Linux: a thread's own nice value, `BOUNDMEM_JOBS_NICE`,
     default 10), so background ingestion yields the cores to recalls and requests on the same machine. Embedding runs
@@ -213,9 +93,9 @@ def _lower_priority(nice: int) -> None:
 class JobQueue:
     """The jobs table of one store, and the worker that drains it through an `Ingest` (`Memory.add`)."""
 
-    def __init__(self, store: Any, lease_seconds: float = 60.0, max_attempts: int = 5, backoff: float = 1.0,
+    def __init__(self, store: JobTable, lease_seconds: float = 60.0, max_attempts: int = 5, backoff: float = 1.0,
                  nice: int = 10, clock: Callable[[], float] = time.time):
-        self.db = _Postgres(store) if type(store).__name__ == "PostgresStore" else _SQLite(store)
+        self.store = store
         self.lease_seconds, self.max_attempts, self.backoff = lease_seconds, max_attempts, backoff
         self.nice = nice   # the worker thread's nice value (BOUNDMEM_JOBS_NICE; <= 0 leaves it)
         self.owner = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -225,82 +105,45 @@ class JobQueue:
         self._stop = threading.Event()
         self._worker: Optional[threading.Thread] = None
         self._start_lock = threading.Lock()
-        with self.db.write() as con:
-            for stmt in self.db.ddl:
-                con.execute(stmt)
-
-    def _sql(self, s: str) -> str:
-        return s if self.db.placeholder == "?" else s.replace("?", "%s")
 
     # --- producing and reading ---------------------------------------------------------------
     def submit(self, user: str, conversation: Conversation) -> Job:
         """Queue a conversation for `user` (a store id); committed when this returns."""
         now = self.clock()
         job_id = uuid.uuid4().hex
-        with self.db.write() as con:
-            con.execute(self._sql("INSERT INTO jobs(id, user_id, kind, status, payload, created_at) "
-                                  "VALUES (?, ?, 'conversation', 'pending', ?, ?)"),
-                        (job_id, user, conversation.model_dump_json(), now))
+        self.store.add_job(job_id, user, conversation.model_dump_json(), now)
         self._wake.set()
-        return Job(id=job_id, user=user, status="pending", created_at=_dt(now))
+        return Job(id=job_id, user=user, status="pending", created_at=job_time(now))
 
     def get(self, job_id: str, user: Optional[str] = None) -> Job:
         """One job (only if it is `user`'s, when given: another user's job is 'not found')."""
-        with self.db.read() as con:
-            row = con.execute(self._sql(f"SELECT {_COLS} FROM jobs WHERE id=?"), (job_id,)).fetchone()
-        if row is None or (user is not None and row[2] != user):
+        job = self.store.job(job_id)
+        if job is None or (user is not None and job.user != user):
             raise JobNotFound(f"no job {job_id!r}" + (f" for user {user!r}" if user else ""))
-        return _row_to_job(row)
+        return job
 
     def of_user(self, user: str) -> list[Job]:
         """A user's jobs, oldest first (what was done, never the words)."""
-        with self.db.read() as con:
-            rows = con.execute(self._sql(f"SELECT {_COLS} FROM jobs WHERE user_id=? ORDER BY seq"), (user,)).fetchall()
-        return [_row_to_job(r) for r in rows]
+        return self.store.user_jobs(user)
 
     def pending(self, user: Optional[str] = None) -> int:
         """Jobs not yet finished (of one user, or all)."""
-        q = "SELECT COUNT(*) FROM jobs WHERE status IN ('pending', 'running')"
-        with self.db.read() as con:
-            if user is None:
-                return int(con.execute(q).fetchone()[0])
-            return int(con.execute(self._sql(q + " AND user_id=?"), (user,)).fetchone()[0])
+        return self.store.open_jobs(user)
 
     def forget_user(self, user: str) -> int:
         """Drop every job of a user (run before the store's own erasure, whose WAL wipe then covers these pages)."""
-        with self.db.write() as con:
-            cur = con.execute(self._sql("DELETE FROM jobs WHERE user_id=?"), (user,))
-            return max(cur.rowcount or 0, 0)
+        return self.store.forget_jobs(user)
 
     # --- consuming -----------------------------------------------------------------------------
     def claim(self) -> Optional[tuple[Job, Conversation]]:
         """Take the oldest job whose user has no earlier unfinished job (and lease it to this worker)."""
-        now = self.clock()
-        with self.db.read() as con:   # idle polling takes no write lock
-            if con.execute("SELECT 1 FROM jobs WHERE status IN ('pending', 'running') LIMIT 1").fetchone() is None:
-                return None
-        with self.db.write() as con:
-            rows = con.execute(self._sql(
-                "SELECT j.seq, j.id, j.user_id, j.payload FROM jobs j "
-                "WHERE ((j.status='pending' AND j.not_before <= ?) OR (j.status='running' AND j.lease_until < ?)) "
-                "AND NOT EXISTS (SELECT 1 FROM jobs e WHERE e.user_id=j.user_id AND e.seq < j.seq "
-                "AND e.status IN ('pending', 'running')) ORDER BY j.seq LIMIT 1"), (now, now)).fetchall()
-            if not rows:
-                return None
-            seq, job_id, user, payload = rows[0]
-            cur = con.execute(self._sql(
-                "UPDATE jobs SET status='running', owner=?, lease_until=?, attempts=attempts+1, started_at=? "
-                "WHERE seq=? AND (status='pending' OR (status='running' AND lease_until < ?))"),
-                (self.owner, now + self.lease_seconds, now, seq, now))
-            if cur.rowcount != 1:
-                return None
+        claimed = self.store.claim_job(self.owner, self.clock(), self.lease_seconds)
+        if claimed is None:
+            return None
+        job, payload = claimed
         conv = json.loads(payload)
         conv.pop("at", None)   # queued before Conversation lost its never-read "at"
-        return self.get(job_id), Conversation.model_validate(conv)
-
-    def _finish_sql(self) -> str:
-        return self._sql("UPDATE jobs SET status=?, payload=NULL, result=?, error=?, finished_at=?, owner=NULL, "
-                         "lease_until=NULL WHERE id=? AND status='running' AND owner=?")
+        return job, Conversation.model_validate(conv)
 
     def run_one(self, ingest: Ingest) -> Optional[Job]:
         """Claim and apply one job; None if there was nothing to do."""
@@ -314,9 +157,7 @@ class JobQueue:
         marked = []
 
         def then(tx, result: IngestResult) -> None:   # inside the ingest's own transaction: exactly once
-            cur = tx.con.execute(self._finish_sql(),
-                                 ("done", json.dumps(summary(result)), None, self.clock(), job.id, self.owner))
-            if cur.rowcount != 1:
+            if not tx.finish_job(job.id, self.owner, json.dumps(summary(result)), self.clock()):
                 raise LeaseLost(f"job {job.id}: lease lost to another worker")
             marked.append(True)
 
@@ -341,13 +182,10 @@ class JobQueue:
         return self.get(job.id)
 
     def _finish(self, job: Job, status: str, result: Optional[str], error: Optional[str]) -> None:
-        with self.db.write() as con:
-            con.execute(self._finish_sql(), (status, result, error, self.clock(), job.id, self.owner))
+        self.store.finish_job(job.id, self.owner, status, result, error, self.clock())
 
     def _release(self, job: Job, wait: float) -> None:
-        with self.db.write() as con:
-            con.execute(self._sql("UPDATE jobs SET status='pending', owner=NULL, lease_until=NULL, not_before=? "
-                                  "WHERE id=? AND owner=?"), (self.clock() + wait, job.id, self.owner))
+        self.store.release_job(job.id, self.owner, self.clock() + wait)
 
     def drain(self, ingest: Ingest, timeout: Optional[float] = None) -> int:
         """Run jobs in this thread until none is ready (or `timeout` passes); returns how many ran."""
@@ -411,5 +249,5 @@ class JobQueue:
                 self._finished.wait(poll if left is None else min(poll, left))
 
     def close(self) -> None:
+        """Stop the worker; the connections are the store's (closed with it)."""
         self.stop()
-        self.db.close()

@@ -4,6 +4,7 @@ what it sends upstream (issue 21): no end-user id unless configured, the model l
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import openai
 import pytest
@@ -41,8 +42,11 @@ def openai_error(r, status: int, code: str) -> dict:
 
 
 def jobs_queued(memory) -> int:
-    with memory.jobs.db.read() as con:
+    con = sqlite3.connect(memory.store.path)
+    try:
         return con.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+    finally:
+        con.close()
 
 
 @pytest.fixture()

@@ -85,7 +85,6 @@ def test_retry_after_is_the_same_on_every_route_for_the_same_busy_store(tmp_path
     store = SQLiteStore(path, timeout=0.2)
     mem = Memory(schema=schema, store=store, extractor=KeywordExtractor(), maintainer=RuleMaintainer(),
                  embedder=HashEmbedder())
-    mem.jobs.db.timeout = 0.2
     other = sqlite3.connect(path, isolation_level=None)
     try:
         with TestClient(create_app(mem, KEYS)) as c:

@@ -1,6 +1,6 @@
 """Every SQLite file boundmem opens comes through store/sqlite_connect.connect, so the settings that carry a
 guarantee (secure_delete for erasure, WAL for readers beside the writer, autocommit for explicit transactions)
-hold for each: the store, the job queue, CAIM's file and the token generations."""
+hold for each: the store (and the job queue, whose table is the store's), CAIM's file and the token generations."""
 from __future__ import annotations
 
 import ast
@@ -38,18 +38,14 @@ def test_the_helper_sets_the_pragmas_on_a_file(tmp_path):
     assert _pragmas(connect(":memory:"))["journal_mode"] == "memory"
 
 
-@pytest.mark.parametrize("opener", ["store", "caim", "tokens", "jobs"])
+@pytest.mark.parametrize("opener", ["store", "caim", "tokens"])
 def test_every_sqlite_file_has_the_settings(tmp_path, opener):
     path = tmp_path / f"{opener}.db"
     if opener == "store":
         con = SQLiteStore(path)._con()
     elif opener == "caim":
         con = CAIMStore(path)._con
-    elif opener == "tokens":
-        con = Generations(path)._con
     else:
-        from boundmem.jobs import JobQueue
-
-        con = JobQueue(SQLiteStore(path)).db._con()
+        con = Generations(path)._con
     got = _pragmas(con)
     assert got["journal_mode"] == "wal" and got["secure_delete"] == 1 and got["foreign_keys"] == 1

@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import ConflictError, InputError, NotFoundError, StoreError  # NotFoundError, StoreError: also importable from here, as before
 from ..models import AuditEntry, Episode, Observation, Polarity, Preference, Term, UserExport
 from ..schema.model import CategoryPath
+from .sql_jobs import Job
 
 
 class OptedOutError(ConflictError):
@@ -150,6 +151,10 @@ class StoreTx(Protocol):
         """Record the opt-out and purge what it covers (`utterance`: what the user said, kept as the consent
         record); later writes in this transaction under it are refused. Returns what was purged."""
 
+    def finish_job(self, job_id: str, owner: str, result: str, now: float) -> bool:
+        """Mark a queued job done in this transaction (so its writes and its 'done' commit together: exactly once);
+        False if `owner` no longer holds its lease (the caller rolls the transaction back)."""
+
 
 @runtime_checkable
 class Store(Protocol):
@@ -228,6 +233,37 @@ class Store(Protocol):
         """Recompute the audit log's hash chains (one user's, or every user's)."""
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class JobTable(Protocol):
+    """The job queue's rows (store/sql_jobs.py), in the store's database; the queue (jobs.py) decides, this keeps.
+    Times are the queue's clock (seconds); `owner` names the worker holding a job's lease."""
+
+    def add_job(self, job_id: str, user: str, payload: str, now: float, kind: str = "conversation") -> None:
+        """A pending job, committed when this returns (`payload`: the conversation, kept until the job finishes)."""
+
+    def job(self, job_id: str) -> Optional[Job]: ...
+
+    def user_jobs(self, user: str) -> list[Job]:
+        """A user's jobs, oldest first."""
+
+    def open_jobs(self, user: Optional[str] = None) -> int:
+        """Jobs pending or running (of one user, or all)."""
+
+    def forget_jobs(self, user: str) -> int:
+        """Delete every job of a user (before the store's erasure, whose WAL wipe then covers their pages)."""
+
+    def claim_job(self, owner: str, now: float, lease_seconds: float) -> Optional[tuple[Job, str]]:
+        """Lease the oldest ready job to `owner`: pending past its backoff, or running under an expired lease, and
+        no earlier unfinished job of its user. Returns it (attempts counted) with its payload."""
+
+    def finish_job(self, job_id: str, owner: str, status: str, result: Optional[str], error: Optional[str],
+                   now: float) -> bool:
+        """Mark a job done or failed and drop its payload, only while `owner` holds it."""
+
+    def release_job(self, job_id: str, owner: str, not_before: float) -> bool:
+        """Put a job back to pending, not to be taken before `not_before` (a retry's backoff)."""
 
 
 @dataclass(frozen=True)

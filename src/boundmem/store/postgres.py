@@ -42,6 +42,7 @@ from ..errors import ConfigError, NotFoundError, StoreError
 from ..models import AuditEntry, Observation, Preference, UserExport, utcnow
 from .base import AuditCheck, StoreBusy, StoreClosed, unit
 from .sql_episodes import EpisodeReads
+from .sql_jobs import POSTGRES_JOBS_DDL, JobRows
 from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch, load_keys,
                      migrate_legacy, POLARITY_MIGRATION, row_to_obs, row_to_pref, stack, verify_log)
 
@@ -154,10 +155,7 @@ def _keys_by_user(con) -> None:
 
 
 # vacuumed after an erasure, so the erased rows' dead tuples are removed from the tables' pages
-_ERASED_TABLES = "preferences, observations, episodes, audit, users"
-# tables other parts of boundmem keep in the store's database that hold user text (the job queue's conversations):
-# vacuumed with the store's own when they exist
-_SHARED_TABLES = ("jobs",)
+_ERASED_TABLES = "preferences, observations, episodes, audit, users, jobs"  # jobs: a forgotten user's queued words
 
 _COLS = "id, user_id, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at, polarity"
 _ORDER = "ORDER BY created_at, seq"
@@ -189,7 +187,7 @@ def _vec(row_value: Any) -> np.ndarray:
     return np.asarray(row_value.to_numpy() if hasattr(row_value, "to_numpy") else row_value, dtype=np.float32)
 
 
-class PostgresStore(SingleWrites, EpisodeReads):
+class PostgresStore(SingleWrites, EpisodeReads, JobRows):
     """A Store on a PostgreSQL database with the pgvector extension. Safe to share between threads.
 
     `url` is any libpq connection string ("postgresql://user@host/db" or "host=... dbname=...").
@@ -232,7 +230,7 @@ class PostgresStore(SingleWrites, EpisodeReads):
                                      "AND column_name='user_id' AND table_schema=current_schema()").fetchone()
                 cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE "
                                                   "table_name='preferences' AND table_schema=current_schema()")}
-                for stmt in (_LEGACY if legacy else []) + _DDL[1:]:
+                for stmt in (_LEGACY if legacy else []) + _DDL[1:] + POSTGRES_JOBS_DDL:
                     con.execute(stmt)
                 _keys_by_user(con)
                 if cols and "polarity" not in cols:  # written before polarity was data
@@ -279,6 +277,15 @@ class PostgresStore(SingleWrites, EpisodeReads):
                 raise StoreBusy(f"all {self.max_connections} database connections of this store are in use "
                                 f"(waited {self.pool_timeout:g} s)") from e
             yield con
+
+    _job_param = "%s"
+
+    @contextmanager
+    def _job_write(self) -> Iterator["psycopg.Connection"]:
+        with self._conn() as con, con.transaction():
+            yield con
+
+    _job_read = _job_write
 
     def connections(self) -> int:
         """Server connections this store holds open now (for tests and monitoring)."""
@@ -452,8 +459,7 @@ class PostgresStore(SingleWrites, EpisodeReads):
             return
         try:
             with self._conn() as con:
-                shared = [t for t in _SHARED_TABLES if con.execute("SELECT to_regclass(%s)", (t,)).fetchone()[0]]
-                con.execute(f"VACUUM {'FULL ' if self.vacuum == 'full' else ''}{', '.join([_ERASED_TABLES, *shared])}")
+                con.execute(f"VACUUM {'FULL ' if self.vacuum == 'full' else ''}{_ERASED_TABLES}")
             self.last_vacuum_error = None
         except psycopg.Error as e:  # pragma: no cover - depends on the role's rights
             self.last_vacuum_error = str(e)

@@ -25,6 +25,7 @@ from ..schema.model import CategoryPath
 from .base import (AuditCheck, EmbeddingDimensionError, OptedOutError, blocking_rule, normalise_value, opt_out_prefix,
                    stack, unit)
 from .sql_episodes import EpisodeTx, EpisodeWrites
+from .sql_jobs import finish_job
 
 
 def row_to_pref(r) -> Preference:
@@ -257,6 +258,9 @@ class SqlTx(EpisodeTx):
 
     def _q(self, statement: str, params: tuple = ()):
         return self.con.execute(self.d.sql(statement), params)
+
+    def finish_job(self, job_id: str, owner: str, result: str, now: float) -> bool:
+        return finish_job(self.con, self.d.param, job_id, owner, "done", result, None, now)
 
     def _audit(self, op: str, pref_id: Optional[str], before, after, cause: str, category: Optional[str], why: str,
                keep_payload: bool = True, at: Any = None) -> None:

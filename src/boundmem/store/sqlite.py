@@ -16,7 +16,7 @@ import sqlite3
 import threading
 import time
 import zlib
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -26,6 +26,7 @@ from ..errors import NotFoundError, StoreError
 from ..models import AuditEntry, Observation, Preference, UserExport, utcnow
 from .base import AuditCheck, StoreBusy, blocking_rule, is_store_busy, unit
 from .sql_episodes import EpisodeReads
+from .sql_jobs import SQLITE_JOBS_DDL, JobRows
 from .sqlite_connect import connect, truncate_wal_nowait
 from .sql_tx import (SQLITE_AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch, load_keys,
                      migrate_legacy, POLARITY_MIGRATION, row_to_obs, row_to_pref, stack, verify_log)
@@ -197,7 +198,7 @@ DIALECT = Dialect(param="?", user_col="user", order=_ORDER, stored_dim="length(e
                   next_key=next_key, episode_order="ORDER BY day, created_at, rowid", audit_cols=SQLITE_AUDIT_COLS)
 
 
-class SQLiteStore(SingleWrites, EpisodeReads):
+class SQLiteStore(SingleWrites, EpisodeReads, JobRows):
     """A Store on one SQLite file. Safe to share between threads; each process opens its own.
 
     Connections are per thread (sqlite3 objects must not be used by two threads at once) and
@@ -228,7 +229,7 @@ class SQLiteStore(SingleWrites, EpisodeReads):
         with self._write() as con:
             legacy = "user" in {r[1] for r in con.execute("PRAGMA table_info(audit)")}
             cols = {r[1] for r in con.execute("PRAGMA table_info(preferences)")}
-            for stmt in (_LEGACY if legacy else []) + _DDL:
+            for stmt in (_LEGACY if legacy else []) + _DDL + SQLITE_JOBS_DDL:
                 con.execute(stmt)
             if cols and "polarity" not in cols:  # written before polarity was data
                 con.execute("ALTER TABLE preferences ADD COLUMN polarity TEXT NOT NULL DEFAULT 'like'")
@@ -304,6 +305,14 @@ class SQLiteStore(SingleWrites, EpisodeReads):
                 if isinstance(e, sqlite3.OperationalError) and is_store_busy(e):
                     raise self._busy(e) from e
                 raise
+
+    _job_param = "?"
+
+    def _job_write(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._write()
+
+    def _job_read(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._use()
 
     def _wipe_wal(self) -> None:
         """After an erasure: copy the WAL into the database file and truncate it to zero bytes, so the page images
