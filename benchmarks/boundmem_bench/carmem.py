@@ -354,6 +354,12 @@ def _dump(rows: list[BaseModel]) -> list[dict]:
     return [r.model_dump(mode="json", exclude_unset=True) for r in rows]
 
 
+def extractor_stats(extractor: Any) -> Optional[dict]:
+    """The extractor's own counts where it keeps some (the LLM paths: tries, or the cascade's verdicts)."""
+    stats = getattr(extractor, "stats", None)
+    return stats.model_dump() if hasattr(stats, "model_dump") else None
+
+
 def results_document(run: Run, ext: Extractions, mems: Memories, maint: dict[str, list[MaintenanceRecord]],
                      retr: dict[str, list[RetrievalRecord]]) -> dict:
     """results.json (before timing): config, counts, the summaries, and every row they were computed from."""
@@ -361,7 +367,8 @@ def results_document(run: Run, ext: Extractions, mems: Memories, maint: dict[str
     return {
         "config": run.cfg.model_dump(mode="json") | {"extractor_class": type(run.comp.extractor).__name__,
                                                      "maintainer_class": type(run.comp.maintainer).__name__,
-                                                     "embedder_class": type(run.emb.inner).__name__},
+                                                     "embedder_class": type(run.emb.inner).__name__,
+                                                     "extractor_stats": extractor_stats(run.comp.extractor)},
         "counts": {"users": len(run.users), "conversations": len(items), "mp": sum(it.multiple for it in items),
                    "mnp": sum(not it.multiple for it in items), "correct_detail_extractions": len(correct)},
         "summary": {

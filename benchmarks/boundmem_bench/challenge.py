@@ -21,7 +21,7 @@ from boundmem.cli.options import cli_settings
 from boundmem.config import Settings
 from boundmem.models import Conversation, Turn
 from boundmem.schema.load import builtin_schema
-from .carmem import EMBEDDERS, EXTRACTORS, MAINTAINERS, Components, build_components
+from .carmem import EMBEDDERS, EXTRACTORS, MAINTAINERS, Components, build_components, extractor_stats
 from .challenge_sets import (KINDS, SETS, SLURP_PREFERENCE_INTENTS, SPLITS, STYLES, ChallengeDataError, ChallengeItem,
                              ChallengeSet, available_sets, default_data_dir, load_set, load_slurp)
 from .challenge_metrics import (Pref, fabricated, score_case, score_conversation, slurp_summary,
@@ -204,6 +204,7 @@ def run_challenge(cfg: ChallengeConfig, components: Optional[Components] = None)
                 store.close()
     results["config"] = cfg.model_dump(mode="json") | {
         "data_dir": str(data_dir), "extractor_class": type(comp.extractor).__name__,
+        "extractor_stats": extractor_stats(comp.extractor),
         "maintainer_class": type(comp.maintainer).__name__, "embedder_class": type(comp.embedder).__name__}
     results["machine"] = machine
     results["timing"] = watch.summary()
