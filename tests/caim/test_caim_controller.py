@@ -18,6 +18,12 @@ RECALL = [
     "I have a badminton group. How many people are there in it?",
     "What did I cook yesterday?",
     "Last time you told me about a meditation app, which one was it?",
+    # what the user did with someone, or is doing now (declined before: no "I"/"my", no stored thought near enough)
+    "Which movie did we argue about?",
+    "What was the name of the place we ate at?",
+    "Which friend was with me at the film?",
+    "What instrument am I learning?",
+    "Who teaches me?",
 ]
 # requests for recommendations / advice / plans: a stored preference could change the answer
 REQUESTS = [
@@ -42,6 +48,10 @@ CHITCHAT = [
     "Tell me a joke.",
     "The weather is nice today, I went for a walk.",
     "Do you like swimming?",
+    "Who wrote the theory of relativity?",
+    "How are we doing today?",
+    "Who won the match?",
+    "What happened in 1066?",
 ]
 SMALL_TALK = ["thanks!", "Thank you for your advice.", "Hi there!", "ok, bye", "Good morning! How are you?"]
 

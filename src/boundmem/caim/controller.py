@@ -56,6 +56,14 @@ _CUES = re.compile(
 _SELF_PREF = re.compile(r"\b(what|which|who|where|how)\b[^.?!]*\b(do|am|have) i\b[^.?!]*\b(like|love|enjoy|prefer|"
                         r"hate|dislike|want|play|listen|watch|read|have|own|know)\b", re.I)
 _SELF_FACT = re.compile(r"\b(what|who|when|where|which|how many|how much)\b[^.?!]*\bmy\b", re.I)
+# the user and the assistant, or the user and someone, did something together ("Which movie did we argue about?",
+# "What was the name of the place we ate at?", "Which friend was with me at the film?")
+_OUR_PAST = re.compile(r"\b((did|were|had) we|we (\w+ed|ate|went|saw|had|met|did|took|got|made|spent|bought|"
+                       r"heard|read|ran|sang|drove|flew|sat|found|tried|chose|picked|left)|(was|were) (with|for) (me|us))\b",
+                       re.I)
+# what the user is doing now or who does something for them ("What instrument am I learning?", "Who teaches me?")
+_OWN_NOW = re.compile(r"\b(what|which|who|where)\b[^.?!]*\b(am i|are we) \w+ing\b|"
+                      r"^\W*(who|what|which \w+) (\w+s) (me|us)\b", re.I)
 # a question about something the user did or has ("I went to the museum, and the exhibit ... was?",
 # "I have a badminton group. How many people are there in it?")
 _OWN_PAST_Q = re.compile(r"\b(i|i've|i have) (went|watched|have watched|read|bought|made|cooked|saw|visited|"
@@ -155,7 +163,8 @@ class RuleController:
             return f"recall cue {m.group(0)!r}"
         if qs and (m := (_CUES.search(qs) or _BACK_REF.search(q))):
             return f"recall cue {m.group(0)!r}"
-        if qs and (m := (_SELF_PREF.search(qs) or _SELF_FACT.search(qs))):
+        if qs and (m := (_SELF_PREF.search(qs) or _SELF_FACT.search(qs) or _OUR_PAST.search(qs)
+                         or _OWN_NOW.search(qs))):
             return f"asks about the user's own preferences or facts {m.group(0)!r}"
         if m := (_OWN_PAST_Q.search(q) or _OWN_THING_Q.search(q)):
             return f"asks about the user's own past {m.group(0)[:40]!r}"
