@@ -100,6 +100,11 @@ _SLOTS = {
     "team": ["the Lakers", "Bayern", "the Yankees", "Arsenal", "the Bears"],
     "topic": ["black holes", "the Roman empire", "photosynthesis", "how vaccines work", "the French revolution"],
     "song": ["Hey Jude", "Bohemian Rhapsody", "Yesterday", "Let It Be", "Thunderstruck"],
+    "genre": ["jazz", "rock", "classical music", "pop", "country", "hip hop", "reggae"],
+    "artist": ["Adele", "Coldplay", "Miles Davis", "the Rolling Stones", "Beyonce", "Bach"],
+    "color": ["blue", "red", "warm white", "green", "purple", "daylight"],
+    "degrees": ["20", "21", "22", "eighteen", "twenty three"],
+    "station": ["BBC Radio 4", "KEXP", "Jazz FM", "the news station", "101.5"],
 }
 
 # requests no lasting preference should shape (in-car, smart-home, general), by family
@@ -139,6 +144,10 @@ UNRELATED: dict[str, list[str]] = {
                        "how much did I spend this month?", "add eggs to the shopping list", "is my order shipped?"],
     "car_status": ["check the battery level", "how much fuel is left?", "is the parking brake on?", "what's the outside temperature?",
                    "How fast am I going?", "show me the speed limit", "Is there a speed camera ahead?"],
+    "explicit_settings": ["play some {genre}", "put on {artist}", "set the lights to {color}", "dim the lights in the {room}",
+                          "turn the heating to {degrees} degrees", "tune in to {station}", "play {genre} in the {room}",
+                          "make the lights {color}", "brighten the lights", "set the temperature to {degrees}",
+                          "I want to listen to {artist}", "switch the radio to {station}", "lower the lights a bit"],
     "cooking_info": ["how long do I boil an egg?", "give me a recipe for {dish}", "how many grams in a cup of flour?",
                      "what temperature do I bake {dish} at?", "convert 350 Fahrenheit to Celsius"],
 }
@@ -151,7 +160,8 @@ RELATED_INCAR: dict[str, tuple[tuple[str, ...], list[str]]] = {
         "I could eat something, any ideas?", "find a restaurant I'd like near {place}", "Where can we grab food?",
         "pick a place for our lunch break", "What's a good spot to eat near {city}?", "recommend a restaurant",
         "we should stop for dinner somewhere", "Where do you think we should have lunch?", "I'm starving, find food",
-        "get us a dinner reservation", "let's eat out tonight, choose a place"]),
+        "get us a dinner reservation", "let's eat out tonight, choose a place", "find us somewhere for brunch",
+        "I fancy a meal out", "where's a good place for a family dinner?"]),
     "fuel": (("points_of_interest/gas_station",), [
         "I need to refuel", "find a gas station", "we're running low on fuel", "Where should I fill up the tank?",
         "get me to a petrol station", "the tank is almost empty", "find somewhere to get gas on the way",
@@ -164,7 +174,8 @@ RELATED_INCAR: dict[str, tuple[tuple[str, ...], list[str]]] = {
         "will we need to charge before {city}? find a charger"]),
     "groceries": (("points_of_interest/grocery_shopping",), [
         "where can I pick up groceries?", "I need to buy food for the week", "find a place to do the shopping",
-        "we're out of vegetables, where should I go?", "take me grocery shopping", "Suggest a store for groceries", "I need to get some fresh produce", "stop somewhere for groceries on the way home"]),
+        "we're out of vegetables, where should I go?", "take me grocery shopping", "Suggest a store for groceries", "I need to get some fresh produce", "stop somewhere for groceries on the way home",
+        "where do I buy food for the weekend?", "we need to do the weekly shop"]),
     "route": (("navigation_and_routing/routing", "navigation_and_routing/traffic_and_conditions"), [
         "what's the best route to {place}?", "plan my route to {city}", "find the best way to {place}",
         "Which way should we take to {city}?", "get me a good route home", "plan the drive to {city} for tomorrow",
@@ -180,11 +191,11 @@ RELATED_INCAR: dict[str, tuple[tuple[str, ...], list[str]]] = {
         "It's a bit chilly in here.", "I'm cold", "it's too warm in here", "make the cabin comfortable",
         "set the climate the way I like it", "I'm freezing", "It's stuffy in here.", "adjust the climate for me",
         "My back is cold.", "I'm a bit warm", "can you make it warmer in here?", "the air is too strong",
-        "It's hot in the car.", "set up the cabin for the morning drive", "get the heating right for me"]),
+        "It's hot in the car.", "set up the cabin for the morning drive", "get the heating right for me", "I'm shivering", "it's boiling in here", "the cabin is too cold for me"]),
     "cabin_light": (("vehicle_settings_and_comfort/lighting_and_ambience",), [
         "set the mood lighting", "the cabin lights are too harsh", "make the lighting nicer",
         "adjust the interior lights for me", "change the ambience in here", "It's too bright in here.", "the lighting in the car feels off", "change the interior light to something I like",
-        "make the car lights cosy"]),
+        "make the car lights cosy", "the light in here is annoying, change it"]),
     "music": (("entertainment_and_media/music",), [
         "put on some music", "play something I like", "I want to listen to some music", "play some tunes",
         "Can we have some music?", "play me a song", "music please", "put on something good to listen to",
@@ -202,16 +213,20 @@ RELATED_HOME: dict[str, tuple[tuple[str, ...], list[str]]] = {
         "It's a bit chilly in here.", "I'm cold", "it's too warm in the {room}", "make the house comfortable",
         "set the heating the way I like it", "get the {room} to a nice temperature", "It's freezing in here.",
         "prepare the house for the night", "I'm going to bed, set up the heating", "I'm a bit warm",
-        "it's cold in the {room}", "warm the house up for when I get home", "the heating feels wrong"]),
+        "it's cold in the {room}", "warm the house up for when I get home", "the heating feels wrong",
+        "I'm shivering", "it's stuffy in the {room}", "get the house ready for the night", "can you make it cosier in here?",
+        "it's boiling in here"]),
     "home_light": (("comfort/lighting",), [
         "set the lights for the evening", "make the {room} cosy", "light the {room} the way I like",
         "it's too dark in here", "set up the lights for reading", "the lights feel wrong, fix them",
         "get the lighting right for dinner", "set the mood in the {room}", "the {room} is too bright",
-        "make the lights nice for the evening", "change the lights to how I like them"]),
+        "make the lights nice for the evening", "change the lights to how I like them", "light the house up for guests",
+        "I'm going to read in the {room}, fix the lights", "the {room} feels gloomy"]),
     "home_music": (("entertainment/music",), [
         "put on some music", "play something I like", "some background music please", "play music in the {room}",
         "I want to listen to something", "play some tunes for the party", "Can we have some music?", "play me a song",
-        "music for cooking please", "put on something to relax to", "start a playlist I'd enjoy"]),
+        "music for cooking please", "put on something to relax to", "start a playlist I'd enjoy",
+        "I'm bored, play something", "what should we listen to tonight?", "some music while I cook?", "shuffle my kind of music"]),
 }
 
 # a smart-home resident's stated preferences (values from the schema's lists and a few of their own words)

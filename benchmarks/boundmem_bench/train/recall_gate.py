@@ -23,7 +23,7 @@ import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -58,7 +58,8 @@ def memories(work: Path, users, embedder_name: str = "minilm") -> dict[str, obje
     return out
 
 
-def case_rows(mems: dict, cs: Sequence[Case], need: dict[str, float]) -> Rows:
+def case_rows(mems: dict, cs: Sequence[Case], need: dict[str, float],
+              learned: Optional[dict[tuple[str, str], dict[str, float]]] = None) -> Rows:
     """Feature rows of every candidate hit of every case, as the gate sees them (`need`: the request model's
     out-of-fold probability per request text)."""
     texts = sorted({c.request.text for c in cs})
@@ -74,7 +75,8 @@ def case_rows(mems: dict, cs: Sequence[Case], need: dict[str, float]) -> Rows:
             hits = mem.store.search(c.user.user, q, GATE_CANDIDATES)
             if not hits:
                 continue
-            X.append(gate.features(c.request.text, q, hits, need=need[c.request.text]))
+            X.append(gate.features(c.request.text, q, hits, need=need[c.request.text],
+                                   learned=None if learned is None else learned.get((c.request.text, domain), {})))
             y += [1 if c.request.kind == "related" and any(p.path.within(t) for t in c.request.targets) else 0
                   for p, _ in hits]
             owner += [i] * len(hits)
@@ -99,6 +101,32 @@ def request_model(embedder, requests: Sequence[Request], l2: float = 1e-3) -> tu
         oof[hold] = 1 / (1 + np.exp(-(E[hold] @ w + b)))
     w, b = fit_weighted(E, y, weights, l2)
     return w * REQUEST_SCALE, b, dict(zip(texts, oof))
+
+
+def centroids(embedder, requests: Sequence[Request]) -> tuple[dict, dict[str, dict[str, float]]]:
+    """Per schema and subcategory, the normalised mean embedding of the related requests its preferences answer;
+    and per (request, schema) the request's cosines to centroids made without its own template's fold (what an
+    unseen request sees)."""
+    rel = [r for r in requests if r.kind == "related"]
+    texts = sorted({r.text for r in requests})
+    E = dict(zip(texts, np.asarray(embedder.embed(texts), float)))
+    fold = {r.template: int(hashlib.sha1(r.template.encode()).hexdigest()[:6], 16) % FOLDS for r in requests}
+
+    def build(rs) -> dict:
+        out: dict[str, dict[str, list]] = {}
+        for r in rs:
+            for t in r.targets:
+                sub = "/".join(t.split("/")[:2])
+                out.setdefault(r.domain, {}).setdefault(sub, []).append(E[r.text])
+        return {d: {k: (lambda m: m / np.linalg.norm(m))(np.mean(v, 0)) for k, v in c.items()} for d, c in out.items()}
+
+    per_fold = [build([r for r in rel if fold[r.template] != k]) for k in range(FOLDS)]
+    oof: dict[tuple[str, str], dict[str, float]] = {}
+    for r in requests:
+        for d, c in per_fold[fold[r.template]].items():
+            if r.domain in ("any", d):
+                oof[(r.text, d)] = {k: float(v @ E[r.text]) for k, v in c.items()}
+    return build(rel), oof
 
 
 def fit_weighted(X: np.ndarray, y: np.ndarray, weights: np.ndarray, l2: float, iters: int = 400,
@@ -169,7 +197,8 @@ def train(carmem: Path, slurp: Path, work: Path, none_rate: float = 0.96, l2: fl
     cs = [c for c in cs if c.request.kind != "slurp"] + cases([r for r in visible if r.kind == "slurp"], visible_users, 1)
     mems = memories(work, visible_users)
     need_w, need_b, need = request_model(mems["incar"].embedder, sorted({c.request for c in cs}, key=lambda r: r.text))
-    rows = case_rows(mems, cs, need)
+    cents, learned = centroids(mems["incar"].embedder, sorted({c.request for c in cs}, key=lambda r: r.text))
+    rows = case_rows(mems, cs, need, learned)
 
     # out-of-fold probabilities over five folds of users -> the threshold
     ulist = sorted({c.user.user for c in cs})
@@ -189,7 +218,7 @@ def train(carmem: Path, slurp: Path, work: Path, none_rate: float = 0.96, l2: fl
                   f"generated smart-home residents ({len(ulist)} visible); threshold from 5-fold out-of-fold scores "
                   f"(none >= {none_rate:.0%} for unrelated and SLURP)")
     model = GateModel(features=FEATURES, w=w, b=b, threshold=threshold, mean=mean, scale=scale, trained_on=trained_on,
-                      need_w=need_w, need_b=need_b)
+                      need_w=need_w, need_b=need_b, centroids=cents)
     stats = {"rows": int(len(rows.y)), "positives": int(rows.y.sum()), "cases": len(cs), "threshold": threshold,
              "cv": cv, "weights": dict(zip(FEATURES, np.round(w, 3).tolist()))}
     return model, stats

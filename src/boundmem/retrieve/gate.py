@@ -38,7 +38,7 @@ from ..schema.model import Schema
 FEATURES = (
     "cosine", "margin_next", "gap_top", "is_top", "category", "category_gap", "category_best_held", "subcategory",
     "asks_for", "asks_for_gap", "domain_named", "value_named", "request", "about_self", "explicit", "number", "length",
-    "need",
+    "need", "learned", "learned_gap", "need_specified",
 )
 # what a request about a category sounds like, for any schema ("find me restaurant", "adjust climate control")
 ASK_FRAMES = ("{}", "I want {}", "find me {}", "recommend {}", "adjust the {}", "play {}", "set the {} I like")
@@ -76,6 +76,9 @@ class GateModel:
     trained_on: str = ""
     need_w: np.ndarray = field(default_factory=lambda: np.zeros(0))   # over the request's embedding: does it
     need_b: float = 0.0                                               # need preference memory at all?
+    # per schema name and subcategory ("main/sub"): the mean embedding of the training requests its preferences
+    # answer; a schema without any reads the generic "asks_for" score in their place
+    centroids: dict = field(default_factory=dict)
 
     def probability(self, X: np.ndarray) -> np.ndarray:
         Z = (X - self.mean) / self.scale if len(self.mean) else X
@@ -91,7 +94,9 @@ class GateModel:
         return {"features": list(self.features), "w": [round(float(v), 6) for v in self.w], "b": round(self.b, 6),
                 "threshold": round(self.threshold, 6), "mean": [round(float(v), 6) for v in self.mean],
                 "scale": [round(float(v), 6) for v in self.scale], "trained_on": self.trained_on,
-                "need_w": [round(float(v), 5) for v in self.need_w], "need_b": round(self.need_b, 6)}
+                "need_w": [round(float(v), 5) for v in self.need_w], "need_b": round(self.need_b, 6),
+                "centroids": {n: {k: [round(float(x), 4) for x in v] for k, v in c.items()}
+                              for n, c in self.centroids.items()}}
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
@@ -103,7 +108,9 @@ class GateModel:
             m = cls(features=feats, w=np.asarray(data["w"], float), b=float(data["b"]),
                     threshold=float(data["threshold"]), mean=np.asarray(data.get("mean", []), float),
                     scale=np.asarray(data.get("scale", []), float), trained_on=str(data.get("trained_on", "")),
-                    need_w=np.asarray(data.get("need_w", []), float), need_b=float(data.get("need_b", 0.0)))
+                    need_w=np.asarray(data.get("need_w", []), float), need_b=float(data.get("need_b", 0.0)),
+                    centroids={str(n): {str(k): np.asarray(v, float) for k, v in c.items()}
+                               for n, c in dict(data.get("centroids", {})).items()})
         except (KeyError, TypeError, ValueError) as e:
             raise ConfigError(f"{where}: not a recall gate model ({type(e).__name__}: {e})") from None
         unknown = [f for f in feats if f not in FEATURES]
@@ -131,8 +138,10 @@ _EXPLICIT = re.compile(r"^\W*(please |hey |ok(ay)? |now )?((can|could|would|will
                        r"(turn (on|off|up|down)|turn (the|my) \w+( \w+)? (on|off|up|down)|switch (on|off)|switch (the|my) "
                        r"\w+( \w+)? (on|off)|open|close|lock|unlock|mute|unmute|stop|pause|resume|skip|cancel|call|ring|"
                        r"phone|dial|text|message|email|navigate|take me (to|home)|drive (me )?(to|home)|directions to|"
-                       r"remind|wake me|set (an?|the|my) (alarm|timer|reminder)|increase|decrease|raise|lower|next|"
-                       r"previous|repeat|read|tell me (a|the|what|when|how)|what('s| is) the (time|date|weather)|volume)\b",
+                       r"remind|wake me|set (an?|the|my) (alarm|timer|reminder)|increase|decrease|raise|lower|dim|brighten|darken|next|"
+                       r"previous|repeat|read|tell me (a|the|what|when|how)|what('s| is) the (time|date|weather)|volume|"
+                       r"(turn|set|switch|change|put|make) (the|my|all the) [\w ]{1,25}? (to|on|off)|"
+                       r"(play|put on) (some )?\w+ (music|radio)\b)\b",
                        re.I)
 _NUMBER = re.compile(r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
                      r"half|quarter)\b", re.I)
@@ -192,9 +201,11 @@ class RecallGate:
         return self._model
 
     def features(self, utterance: str, q: np.ndarray, hits: Sequence[tuple[Preference, float]],
-                 cues: Optional[RequestCues] = None, need: Optional[float] = None) -> np.ndarray:
+                 cues: Optional[RequestCues] = None, need: Optional[float] = None,
+                 learned: Optional[dict[str, float]] = None) -> np.ndarray:
         """(hits, len(FEATURES)) in FEATURES order, for hits sorted by cosine, best first (`need`: the request
-        model's probability, when the caller has it)."""
+        model's probability, `learned`: the request's cosine per "main/sub" to the model's centroids, when the
+        caller has them)."""
         cues = cues if cues is not None else self.cues(utterance)
         n = len(hits)
         X = np.zeros((n, len(FEATURES)), np.float64)
@@ -210,6 +221,10 @@ class RecallGate:
         held_cats = [cat[c] if c >= 0 else -1.0 for c in held]
         best_held = max(held_cats)
         need = self.model.need(q) if need is None else need
+        if learned is None:
+            cents = self.model.centroids.get(self.schema.name, {})
+            learned = {k: float(np.asarray(v) @ q) for k, v in cents.items() if len(v) == len(q)}
+        best_learned = max(learned.values()) if learned else None
         protos = self._protos()
         cos = [s for _, s in hits]
         request = 1.0 if cues.request else 0.0
@@ -223,11 +238,16 @@ class RecallGate:
             proto = protos.get((p.path.main, p.path.sub))
             values = self._values.get(path, []) + [p.attribute.lower()]
             a = asks[held[i]] if held[i] >= 0 else -1.0
+            sub = f"{p.path.main}/{p.path.sub}"
+            vn = 1.0 if any(re.search(r"(?<!\w)" + re.escape(v) + r"(?!\w)", text) for v in values) else 0.0
+            lv, lg = (learned.get(sub, 0.0), learned.get(sub, 0.0) - best_learned) if best_learned is not None \
+                else (a, a - best_ask)
             X[i] = (s, s - cos[i + 1] if i + 1 < n else s, cos[0] - s, 1.0 if i == 0 else 0.0, c, c - best_cat,
                     1.0 if c >= best_held else 0.0, float(proto @ q) if proto is not None else 0.0, a, a - best_ask,
                     1.0 if words & self._domain.get(path, set()) else 0.0,
-                    1.0 if any(re.search(r"(?<!\w)" + re.escape(v) + r"(?!\w)", text) for v in values) else 0.0,
-                    request, about_self, explicit, number, length, need)
+                    vn,
+                    request, about_self, explicit, number, length, need, lv, lg,
+                    need * max(explicit, number, vn))
         return X
 
     def select(self, utterance: str, q: np.ndarray, hits: Sequence[tuple[Preference, float]],
@@ -267,10 +287,12 @@ class RecallGate:
         return "; ".join(parts)
 
 
-_VALUED = {"cosine", "margin_next", "gap_top", "category", "category_gap", "subcategory", "asks_for", "need"}
+_VALUED = {"cosine", "margin_next", "gap_top", "category", "category_gap", "subcategory", "asks_for", "need", "learned"}
 _LABEL = {"cosine": "cosine", "margin_next": "margin to the next hit", "gap_top": "gap to the top hit",
           "is_top": "top hit", "category": "category match", "category_gap": "category gap",
           "category_best_held": "best category the user holds", "subcategory": "subcategory match",
           "asks_for": "asks for the category", "asks_for_gap": "the category asked for most", "need": "request model",
+          "learned": "like requests of the category", "learned_gap": "the category such requests need most",
+          "need_specified": "needed, though the request says what it wants",
           "domain_named": "names the category's domain", "value_named": "names a value of the category",
           "explicit": "explicit command", "number": "names a number", "length": "length"}
