@@ -57,6 +57,9 @@ class LLMSettings(_Group):
     profile: Literal["paper", "small"] = Field(
         "paper", description="BOUNDMEM_LLM_PROFILE: paper (forced tool call, a worked example) or small (no example, "
                              "output constrained to the JSON schema where the server can, the shortest schema)")
+    cascade_ask: Literal["flip", "attitude"] = Field(
+        "flip", description="BOUNDMEM_LLM_CASCADE_ASK: what `local+llm` asks of each proposal: keep / reject / flip "
+                            "its shown polarity, or keep / reject and the user's attitude (polarity not shown)")
 
 
 class LocalLLMSettings(_Group):
@@ -139,7 +142,8 @@ class Settings(_Group):
                 max_tokens=r.number(int, "BOUNDMEM_LLM_MAX_TOKENS", minimum=1),
                 usage_log=r.text("BOUNDMEM_LLM_USAGE_LOG"),
                 tool_shape=r.choice("BOUNDMEM_LLM_TOOL_SHAPE", ("flat", "nested")),
-                profile=r.choice("BOUNDMEM_LLM_PROFILE", ("paper", "small")))),
+                profile=r.choice("BOUNDMEM_LLM_PROFILE", ("paper", "small")),
+                cascade_ask=r.choice("BOUNDMEM_LLM_CASCADE_ASK", ("flip", "attitude")))),
             llm_local=LocalLLMSettings(**_given(home=r.path("BOUNDMEM_LLM_HOME"), cmake_args=r.text("CMAKE_ARGS"))),
             service=ServiceSettings(**_given(
                 keys=r.path("BOUNDMEM_KEYS"), token_secret_file=r.path("BOUNDMEM_TOKEN_SECRET_FILE"),

@@ -9,8 +9,8 @@ import pytest
 
 from boundmem.config import Settings
 from boundmem.extract.base import Extraction
-from boundmem.extract.cascade import VERDICT_NAME, VERDICT_SCHEMA, CascadeExtractor
-from boundmem.extract.registry import EXTRACTORS, uses_llm
+from boundmem.extract.cascade import ATTITUDE_SCHEMA, FLIP_SCHEMA, VERDICT_NAME, CascadeExtractor
+from boundmem.extract.registry import EXTRACTORS, make_extractor, uses_llm
 from boundmem.models import Candidate, Conversation, Turn
 from boundmem.schema.model import CategoryPath
 
@@ -33,19 +33,63 @@ class Proposer:
         self.cands = list(cands)
         self.calls = 0
 
-    def extract(self, conversation, schema):
+    def extract(self, conversation, schema):  # noqa: ARG002
         self.calls += 1
         return Extraction(candidates=self.cands)
 
 
 def verdict(v: str, span=None, **extra) -> object:
+    """The flip form's answer."""
     return content(json.dumps({"verdict": v, "span": span, **extra}), prompt_tokens=180, completion_tokens=12)
 
 
-def run(fake, make_client, schema, *replies, cands=(COUNTRY,), conv=CONV):
+def attitude(v: str, att: str, span=None, **extra) -> object:
+    """The attitude form's answer (the default)."""
+    return content(json.dumps({"verdict": v, "attitude": att, "span": span, **extra}), prompt_tokens=180,
+                   completion_tokens=14)
+
+
+def run(fake, make_client, schema, *replies, cands=(COUNTRY,), conv=CONV, ask="flip"):
     fake.push(*replies)
-    cx = CascadeExtractor(Proposer(*cands), make_client(max_retries=0))
+    cx = CascadeExtractor(Proposer(*cands), make_client(max_retries=0), ask=ask)
     return cx, cx.extract(conv, schema).candidates
+
+
+def test_attitude_form_never_shows_the_local_polarity(fake, make_client, schema):
+    """The model says how the user feels about the value; it is not shown the local reading's polarity (the
+    1.5B model asked whether to flip a shown "dislikes it" flipped right dislikes), and its answer is the polarity."""
+    fake.push(attitude("keep", "dislikes"), attitude("keep", "likes"))
+    cx = CascadeExtractor(Proposer(COUNTRY, COUNTRY.model_copy(update={"attribute": "jazz", "span": "jazz"})),
+                          make_client(max_retries=0), ask="attitude")
+    out = cx.extract(CONV, schema).candidates
+    assert [(c.attribute, c.polarity) for c in out] == [("country", "dislike"), ("jazz", "like")]
+    req = fake.requests[0].json
+    assert req["response_format"]["json_schema"]["schema"] == ATTITUDE_SCHEMA
+    human = req["messages"][1]["content"]
+    assert 'Music > Favorite Genres = "country" (a lasting preference)' in human and "likes it" not in human
+    assert cx.stats.flipped == 1 and cx.stats.kept == 1
+
+
+def test_attitude_form_reject_and_invalid_attitude(fake, make_client, schema):
+    cx, out = run(fake, make_client, schema, attitude("reject", "likes"), ask="attitude")
+    assert out == [] and cx.stats.rejected == 1
+    cx, out = run(fake, make_client, schema, attitude("keep", "loves"), verdict("flip"), ask="attitude")
+    assert out == [COUNTRY] and cx.stats.kept_on_error == 1       # 'flip' is not a verdict of this form
+    assert "attitude must be likes, dislikes or indifferent" in fake.requests[-1].json["messages"][3]["content"]
+
+
+def test_attitude_form_span_is_validated(fake, make_client, schema):
+    cx, out = run(fake, make_client, schema, attitude("keep", "dislikes", "bluegrass"),
+                  attitude("keep", "dislikes", "country music"), ask="attitude")
+    assert [(c.attribute, c.polarity) for c in out] == [("country music", "dislike")]
+    assert "does not occur in what the user said" in fake.requests[1].json["messages"][3]["content"]
+
+
+def test_unknown_question_form():
+    from boundmem.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="cascade question"):
+        CascadeExtractor(Proposer(), client=None, ask="vote")  # type: ignore[arg-type]
 
 
 def test_keep_returns_the_proposal_and_asks_a_short_constrained_question(fake, make_client, schema):
@@ -54,7 +98,7 @@ def test_keep_returns_the_proposal_and_asks_a_short_constrained_question(fake, m
     req = fake.requests[0].json
     assert "tools" not in req and req["max_tokens"] == 40
     assert req["response_format"] == {"type": "json_schema", "json_schema": {
-        "name": VERDICT_NAME, "schema": VERDICT_SCHEMA, "strict": True}}
+        "name": VERDICT_NAME, "schema": FLIP_SCHEMA, "strict": True}}
     system, human = (m["content"] for m in req["messages"])
     assert 'Assistant said: "How about some country?"' in human and f'User said: "{SAID}"' in human
     assert 'Music > Favorite Genres = "country", likes it (a lasting preference)' in human
@@ -138,14 +182,14 @@ def test_llama_cpp_python_form_is_used_after_it_rejects_json_schema(fake, make_c
     cx, out = run(fake, make_client, schema, err, verdict("keep"), verdict("keep"), cands=two)
     forms = [r.json["response_format"]["type"] for r in fake.requests]
     assert forms == ["json_schema", "json_object", "json_object"]
-    assert fake.requests[1].json["response_format"]["schema"] == VERDICT_SCHEMA
+    assert fake.requests[1].json["response_format"]["schema"] == FLIP_SCHEMA
     assert [c.attribute for c in out] == ["country", "jazz"]
 
 
 def test_usage_log_names_the_verdict(fake, make_client, schema, tmp_path):
     log = tmp_path / "usage.jsonl"
     fake.push(verdict("keep"))
-    CascadeExtractor(Proposer(COUNTRY), make_client(usage_log=str(log))).extract(CONV, schema)
+    CascadeExtractor(Proposer(COUNTRY), make_client(usage_log=str(log)), ask="flip").extract(CONV, schema)
     line = json.loads(log.read_text().splitlines()[0])
     assert line["tool"] == VERDICT_NAME and line["prompt_tokens"] == 180 and line["outcome"] == "ok"
     assert "_boundmem_log_name" not in fake.requests[0].json
@@ -153,10 +197,16 @@ def test_usage_log_names_the_verdict(fake, make_client, schema, tmp_path):
 
 def test_registered_as_local_plus_llm():
     assert "local+llm" in EXTRACTORS.choices()
+    assert Settings().llm.cascade_ask == "flip"
+    assert Settings.from_env({"BOUNDMEM_LLM_CASCADE_ASK": "attitude"}).llm.cascade_ask == "attitude"
+    s = Settings.from_env({"BOUNDMEM_LLM_CASCADE_ASK": "attitude", "BOUNDMEM_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+                           "BOUNDMEM_LLM_MODEL": "m"})
+    from boundmem.embed.registry import make_embedder
+
+    assert make_extractor("local+llm", s, embedder=make_embedder("hash", Settings())).ask == "attitude"
     assert uses_llm("local+llm") and uses_llm("llm") and not uses_llm("local")
     # building it needs the endpoint's settings like the plain LLM path (no key for OpenAI: a ConfigError)
     from boundmem.errors import ConfigError
-    from boundmem.extract.registry import make_extractor
 
     with pytest.raises(ConfigError):
         make_extractor("local+llm", Settings(), embedder=None)

@@ -6,9 +6,13 @@ proposal it is cheaper and harder to get wrong, and the bound holds by construct
 
 - the local path decides which categories are candidates (span, cue, polarity, stated / observed come with each);
 - the LLM sees one candidate at a time in a short prompt (the user's sentence, the assistant turn before it, the
-  category, value, polarity and evidence; well under 300 prompt tokens) and answers a tiny JSON object
-  {"verdict": "keep" | "reject" | "flip", "span": <the user's words for the value, or null>}, constrained to that
-  schema where the server supports it (`LLMClient.complete_schema`);
+  category, value, polarity and evidence; well under 300 prompt tokens) and answers a tiny JSON object, constrained
+  to its schema where the server supports it (`LLMClient.complete_schema`). Two forms (`ask=`,
+  BOUNDMEM_LLM_CASCADE_ASK): `flip` (default) {"verdict": "keep" | "reject" | "flip", "span": ...}, the local
+  polarity shown; `attitude` {"verdict": "keep" | "reject", "attitude": "likes" | "dislikes" | "indifferent",
+  "span": ...}, the local polarity not shown, so the model's attitude is the polarity. `flip` is the default
+  because on the challenge sets' train split the 1.5B model broke fewer right readings with it (5 of 100 against
+  11); neither form fixed one there;
 - its answer can only keep, drop, flip the polarity of, or re-word the value of a proposal: it has no field for a
   category, so it never adds one the local path did not propose;
 - a corrected span is validated like the plain LLM path's values: an open category's value must occur in the
@@ -26,6 +30,7 @@ from typing import Optional
 
 from pydantic import BaseModel
 
+from ..errors import ConfigError
 from ..llm.client import LLMClient
 from ..llm.errors import LLMError, LLMOutputError
 from ..llm.flat import FlatSchema, as_data, compile_flat, listed_item, occurs
@@ -35,19 +40,37 @@ from .base import Extraction, Extractor, StatsCounter
 from .llm import user_text
 
 VERDICT_NAME = "check_preference"
-VERDICT_SCHEMA = {
+_SPAN = {"anyOf": [{"type": "string", "maxLength": 40}, {"type": "null"}]}
+ATTITUDE_SCHEMA = {
     "type": "object",
-    "properties": {"verdict": {"type": "string", "enum": ["keep", "reject", "flip"]},
-                   "span": {"anyOf": [{"type": "string", "maxLength": 40}, {"type": "null"}]}},
+    "properties": {"verdict": {"type": "string", "enum": ["keep", "reject"]},
+                   "attitude": {"type": "string", "enum": ["likes", "dislikes", "indifferent"]},
+                   "span": _SPAN},
+    "required": ["verdict", "attitude", "span"],
+    "additionalProperties": False,
+}
+FLIP_SCHEMA = {
+    "type": "object",
+    "properties": {"verdict": {"type": "string", "enum": ["keep", "reject", "flip"]}, "span": _SPAN},
     "required": ["verdict", "span"],
     "additionalProperties": False,
 }
+ASKS = ("attitude", "flip")
+_ATTITUDE = {"likes": "like", "dislikes": "dislike", "indifferent": "indifferent"}
 _FLIP = {"like": "dislike", "dislike": "like"}
 _CONTEXT_CHARS = 200
 _SENTENCE_CHARS = 300
 _ITEMS = 12
 
-SYSTEM = """\
+SYSTEM_ATTITUDE = """\
+You check one preference that was read from a user's words. Answer JSON {{"verdict": ..., "attitude": ..., "span": ...}}.
+verdict "keep": the user said this about themselves. "reject": they did not ({reject}).
+attitude: how the user feels about the value: "likes", "dislikes" (rejects it, avoids it, is over it) or \
+"indifferent".
+span: null when the value is right; else the right value, a few of the user's own words.
+Example answers: {{"verdict": "keep", "attitude": "dislikes", "span": null}} \
+{{"verdict": "reject", "attitude": "likes", "span": null}}"""
+SYSTEM_FLIP = """\
 You check one preference that was read from a user's words. Answer JSON {{"verdict": ..., "span": ...}}.
 verdict "keep": the reading is right. "flip": right value, but the user's attitude is the opposite (likes \
 instead of dislikes, or the reverse). "reject": the user did not say this about themselves ({reject}).
@@ -57,7 +80,7 @@ REJECT_STATED = "a one-off request, a question, someone else's taste, a suggesti
 REJECT_OBSERVED = "no choice of theirs, a question, someone else's taste, or not this category"
 HUMAN = """\
 {context}User said: "{sentence}"
-Read as: {category} = "{value}", {polarity} ({kind}).{items}"""
+Read as: {category} = "{value}"{polarity} ({kind}).{items}"""
 RETRY = """Your answer {previous} is invalid: {error}. Answer again."""
 
 
@@ -78,7 +101,11 @@ class CascadeStats(BaseModel):
 class CascadeExtractor(StatsCounter):
     """`local` proposes, `client` checks each proposal (see the module docstring for what it may change)."""
 
-    def __init__(self, local: Extractor, client: LLMClient, max_tokens: int = 40):
+    def __init__(self, local: Extractor, client: LLMClient, max_tokens: int = 40, ask: str = "flip"):
+        if ask not in ASKS:
+            raise ConfigError(f"unknown cascade question {ask!r} (choose {', '.join(ASKS)})")
+        self.ask = ask
+        self.schema = ATTITUDE_SCHEMA if ask == "attitude" else FLIP_SCHEMA
         self.local = local
         self.client = client
         self.max_tokens = max_tokens
@@ -131,10 +158,11 @@ class CascadeExtractor(StatsCounter):
         human = HUMAN.format(
             context=f'Assistant said: "{before[:_CONTEXT_CHARS]}"\n' if before else "",
             sentence=sentence[:_SENTENCE_CHARS], category=label, value=cand.attribute,
-            polarity={"like": "likes it", "dislike": "dislikes it", "indifferent": "does not mind it"}[cand.polarity],
+            polarity="" if self.ask == "attitude" else
+            ", " + {"like": "likes it", "dislike": "dislikes it", "indifferent": "does not mind it"}[cand.polarity],
             kind="a lasting preference" if cand.evidence == "stated" else "a one-off choice",
             items=items)
-        system = SYSTEM.format(reject=REJECT_STATED if cand.evidence == "stated" else REJECT_OBSERVED)
+        system = (SYSTEM_ATTITUDE if self.ask == "attitude" else SYSTEM_FLIP).format(reject=REJECT_STATED if cand.evidence == "stated" else REJECT_OBSERVED)
         return [{"role": "system", "content": system}, {"role": "user", "content": human}]
 
     def check(self, conversation: Conversation, cand: Candidate, label: str, flat: FlatSchema,
@@ -143,7 +171,7 @@ class CascadeExtractor(StatsCounter):
         msgs = self.messages(conversation, cand, label, flat)
         for attempt in (1, 2):
             try:
-                answer = self.client.complete_schema(msgs, VERDICT_SCHEMA, VERDICT_NAME, max_tokens=self.max_tokens)
+                answer = self.client.complete_schema(msgs, self.schema, VERDICT_NAME, max_tokens=self.max_tokens)
             except LLMOutputError as e:
                 previous, error = e.raw or "(nothing)", "not a JSON object with verdict and span"
             except LLMError:
@@ -164,14 +192,18 @@ class CascadeExtractor(StatsCounter):
                said: str) -> tuple[Optional[Candidate], Optional[str]]:
         """(the judged candidate or None for a rejection, None) or (None, what is wrong with the answer)."""
         verdict, span = answer.get("verdict"), answer.get("span")
-        if verdict not in ("keep", "reject", "flip"):
-            return None, f"verdict must be keep, reject or flip (got {json.dumps(verdict)[:40]})"
+        allowed = self.schema["properties"]["verdict"]["enum"]
+        if verdict not in allowed:
+            return None, f"verdict must be {' or '.join(allowed)} (got {json.dumps(verdict)[:40]})"
+        attitude = answer.get("attitude")
+        if self.ask == "attitude" and attitude not in _ATTITUDE:
+            return None, f"attitude must be likes, dislikes or indifferent (got {json.dumps(attitude)[:40]})"
         if span is not None and not isinstance(span, str):
             return None, "span must be a string or null"
         if verdict == "reject":
             self._count(rejected=1)
             return None, None
-        polarity = cand.polarity
+        polarity = _ATTITUDE[attitude] if self.ask == "attitude" else cand.polarity
         if verdict == "flip":
             if polarity not in _FLIP:
                 return None, f"flip is for a like or a dislike, this reading is {polarity!r}"

@@ -53,7 +53,7 @@ def _cascade(settings: Settings, embedder: Optional[Embedder]) -> Extractor:
     from .local import LocalExtractor
 
     client = make_llm_client(settings)   # first: a missing key or model is named before MiniLM loads
-    return CascadeExtractor(LocalExtractor(shared_or_settings(embedder, settings)), client)
+    return CascadeExtractor(LocalExtractor(shared_or_settings(embedder, settings)), client, ask=settings.llm.cascade_ask)
 
 
 def uses_llm(name: str) -> bool:
