@@ -138,3 +138,21 @@ def test_hard_tag_match_would_lose_what_soft_ranking_keeps():
     assert match(stored, ["Activities/Media/watching"], None) == []  # hard filter: nothing
     res = m.retrieve("u", query, TODAY, k=5)
     assert res.items and res.items[0].source_turn_ids == ("2023-05-01#0",)
+
+
+def test_cutoff_guards_nearby_memories_not_recall_questions():
+    """A recall question says the answer is in memory: it gets the best k however far. A message the controller let
+    through only because a stored thought was near keeps the cutoff, so it may get nothing."""
+    from boundmem.caim.controller import recall_question
+    from boundmem.caim.retrieval import RetrievalParams
+
+    m = CAIM(params=RetrievalParams(pool=0, tag_bonus=0.0, date_bonus=0.0, cutoff=0.95, near=0.0))
+    d1 = date(2023, 5, 1)
+    m.add_session("u", d1, [_turn(d1, 0, "I watched the movie Inception at the cinema with friends."),
+                            _turn(d1, 1, "My sister bought a red bicycle for her commute.")])
+    assert recall_question("Which film did we see at the cinema?") and not recall_question("Cinema popcorn prices")
+    recall = m.retrieve("u", "Which film did we see at the cinema?", TODAY)
+    assert recall.retrieved and recall.items  # every cosine is below 0.95
+    near = m.retrieve("u", "Cinema popcorn prices", TODAY)
+    assert near.retrieved and near.items == []  # retrieved for proximity (near=0), nothing clears the cutoff
+    assert CAIM(relevance_filter=False).use_filter is False

@@ -215,6 +215,16 @@ def open_request(query: str, today: Optional[date] = None) -> bool:
     return not (r and r.startswith(("recall cue", "asks about the user's own past")))
 
 
+def recall_question(query: str, today: Optional[date] = None) -> bool:
+    """True when the rules see a question about the user's past or own facts (a recall cue, a past date, "what did
+    we ...", "what is my ..."): the user says the answer is in memory, so retrieval returns the best k without the
+    relevance cutoff, which is for retrievals the controller made only because a stored memory was near."""
+    if is_small_talk(query):
+        return False
+    r = RuleController().reason(query, today)  # patterns only: no embedder, cheap to make
+    return r is not None and not r.startswith("asks for a recommendation")
+
+
 class GatedController:
     """CAIM's decision: base controller, or an advice request, or a nearby stored memory; small talk declines.
 

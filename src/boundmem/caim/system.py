@@ -11,7 +11,9 @@ constructor takes the bench's arguments (embedder, llm, db, controller, relevanc
   text and its source turns' words, which post-thinking keeps beside it) and one summary unit per day
   (`caim.sources`), tags and dates as bounded bonuses,
   a relevance cutoff that never drops the dense best when its cosine clears the cutoff (and is not applied to
-  requests for advice or tasks, whose relevant memories - the user's tastes - are worded unlike them); the controller
+  requests for advice or tasks, whose relevant memories - the user's tastes - are worded unlike them, nor to recall
+  questions, which say the answer is in memory: it guards what the controller retrieved only because a stored thought
+  was near, and on recall questions it dropped relevant turns of held-out users); the controller
   (`caim.controller.GatedController`) also retrieves for advice requests and for queries near a stored thought.
   The knobs are `params` (`RetrievalParams`) and `tag_margin`; the defaults are the leave-users-out
   cross-validated choice of `boundmem bench gvd --cv` (DEFAULT_PARAMS below says which run).
@@ -31,7 +33,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from .base import DialogueTurn, MemoryItem, RetrievalResult, StorageStats
-from .controller import Controller, GatedController, LLMController, RuleController, open_request
+from .controller import Controller, GatedController, LLMController, RuleController, open_request, recall_question
 from .dates import DateRange, parse_date_range
 from .fallback import Fallback, FailureCount
 from .models import Thought, turn_id
@@ -109,6 +111,7 @@ class QueryContext:
     in_range: np.ndarray
     stm: list[DialogueTurn] = field(default_factory=list)
     request: bool = False  # a request for advice/a task (not a recall question): no relevance cutoff
+    recall: bool = False  # a question about the user's past or own facts (caim.controller.recall_question): no cutoff
     src_cos: Optional[np.ndarray] = None  # per thought: best cosine of its kept source turns (-1: none)
     summaries: list[Thought] = field(default_factory=list)  # day-summary units (caim.sources), not stored
     sum_cos: Optional[np.ndarray] = None
@@ -281,7 +284,8 @@ class CAIM:
 
         ctx = QueryContext(user=user, query=query, today=today, thoughts=thoughts, cos=cos, tags=[], when=when,
                            tag_sim=np.zeros(n, np.float32), in_range=in_range(thoughts), stm=stm,
-                           request=open_request(query, today), src_cos=src_cos, summaries=summaries,
+                           request=open_request(query, today), recall=recall_question(query, today),
+                           src_cos=src_cos, summaries=summaries,
                            sum_cos=sum_cos, sum_in_range=in_range(summaries) if summaries else None)
         return self.add_tags(ctx) if with_tags else ctx
 
@@ -309,8 +313,9 @@ class CAIM:
         units = units[: len(cos)]  # summaries only when weighted in
         best = int(np.lexsort((np.arange(len(cos)), -cos))[0])
         if isinstance(self.relevance, EmbeddingRelevance):
-            # a request's relevant memories are the user's tastes, worded unlike it: the best k, no cutoff
-            use_filter = self.use_filter and not ctx.request
+            # a request's relevant memories are the user's tastes, worded unlike it; a recall question says the answer
+            # is in memory: the best k, no cutoff (it guards retrievals made only because a stored memory was near)
+            use_filter = self.use_filter and not ctx.request and not ctx.recall
             ranked = rank(cos, tag_sim, in_range, p, len(units), use_filter=use_filter)
             return fold(units, ranked, k, keep=best if (not use_filter or cos[best] >= p.cutoff) else -1)
         # another relevance filter (the LLM): it sees the soft-ranked pool; the strong dense hit is kept after it
