@@ -326,7 +326,7 @@ def cv_section(rep: Any, cv: dict) -> None:
                "MRR in-sample", "MRR CV mean ± sd", "MRR CV pooled"],
               [("CAIM, shipped defaults (in-sample) / CV procedure", _f(sh["in_sample_hit"]), _ms(c["hit"]),
                 _f(c["pooled_hit"]), _f(sh["in_sample_mrr"]), _ms(c["mrr"]), _f(c["pooled_mrr"])),
-               ("CAIM, best knobs on all 10 users (in-sample, optimistic)", _f(c["all_users_in_sample_hit"]), "", "",
+               (f"CAIM, best knobs on all {len(cv['users'])} users (in-sample, optimistic)", _f(c["all_users_in_sample_hit"]), "", "",
                 _f(c["all_users_in_sample_mrr"]), "", ""),
                ("MemoryBank (no knobs)", _f(mb["in_sample_hit"]), _ms(mb["hit"]), _f(mb["in_sample_hit"]),
                 _f(mb["in_sample_mrr"]), _ms(mb["mrr"]), _f(mb["in_sample_mrr"]))])
