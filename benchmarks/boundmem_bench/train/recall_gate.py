@@ -8,9 +8,10 @@ of each family's templates and of the SLURP commands) is left to `boundmem bench
 
 Each of a request's candidate hits (the user's 10 preferences closest to it) is one row: label 1 when the request is
 a related one and the hit lies in one of its target categories. A logistic model over standardised features is fit
-on all visible rows; the threshold is chosen on out-of-fold probabilities (five folds of users): the one that gives
+on all visible rows; the threshold is chosen on out-of-fold probabilities (five folds): the one that gives
 the best hit@1 on the related requests while at least `none_rate` of the unrelated requests and of the SLURP commands
-(each) get no memory.
+(each) get no memory; the folds are folds of request templates, so the threshold is set on requests worded unlike
+any the fold's model saw.
 
     python -m boundmem_bench.train.recall_gate --carmem dataset.jsonl --slurp devel.jsonl \\
         --out src/boundmem/retrieve/data/recall_gate.json
@@ -35,6 +36,10 @@ from ..recall_sets import (Case, Request, cases, incar_users, related_requests, 
 
 FOLDS = 5
 REQUEST_SCALE = 10.0   # unit-norm embeddings scaled so Adam's step suits them (the saved weights are unscaled)
+
+
+def template_fold(template: str) -> int:
+    return int(hashlib.sha1(template.encode()).hexdigest()[:6], 16) % FOLDS
 
 
 @dataclass
@@ -93,7 +98,7 @@ def request_model(embedder, requests: Sequence[Request], l2: float = 1e-3) -> tu
     wpos = 0.5 / max(y.mean(), 1e-9)
     wneg = 0.5 / max(1 - y.mean(), 1e-9)
     weights = np.where(y > 0, wpos, wneg)
-    fold = np.array([int(hashlib.sha1(r.template.encode()).hexdigest()[:6], 16) % FOLDS for r in requests])
+    fold = np.array([template_fold(r.template) for r in requests])
     oof = np.zeros(len(texts))
     for k in range(FOLDS):
         hold = fold == k
@@ -110,7 +115,7 @@ def centroids(embedder, requests: Sequence[Request]) -> tuple[dict, dict[str, di
     rel = [r for r in requests if r.kind == "related"]
     texts = sorted({r.text for r in requests})
     E = dict(zip(texts, np.asarray(embedder.embed(texts), float)))
-    fold = {r.template: int(hashlib.sha1(r.template.encode()).hexdigest()[:6], 16) % FOLDS for r in requests}
+    fold = {r.template: template_fold(r.template) for r in requests}
 
     def build(rs) -> dict:
         out: dict[str, dict[str, list]] = {}
@@ -200,10 +205,10 @@ def train(carmem: Path, slurp: Path, work: Path, none_rate: float = 0.96, l2: fl
     cents, learned = centroids(mems["incar"].embedder, sorted({c.request for c in cs}, key=lambda r: r.text))
     rows = case_rows(mems, cs, need, learned)
 
-    # out-of-fold probabilities over five folds of users -> the threshold
+    # out-of-fold probabilities -> the threshold; folds of request templates (the same folds the request model and
+    # the centroids were made out of), since a held-out request is worded by a template the model never saw
     ulist = sorted({c.user.user for c in cs})
-    fold_of = {u: k % FOLDS for k, u in enumerate(ulist)}
-    row_fold = np.array([fold_of[rows.cases[i].user.user] for i in rows.case])
+    row_fold = np.array([template_fold(rows.cases[i].request.template) for i in rows.case])
     oof = np.zeros(len(rows.y))
     for k in range(FOLDS):
         hold = row_fold == k
@@ -215,8 +220,8 @@ def train(carmem: Path, slurp: Path, work: Path, none_rate: float = 0.96, l2: fl
     trained_on = (f"boundmem_bench.recall_sets visible part: {sum(c.request.kind == 'unrelated' for c in cs)} unrelated "
                   f"and {sum(c.request.kind == 'slurp' for c in cs)} SLURP devel requests, "
                   f"{sum(c.request.kind == 'related' for c in cs)} related ones; users: CarMem 51-100 (in-car) and "
-                  f"generated smart-home residents ({len(ulist)} visible); threshold from 5-fold out-of-fold scores "
-                  f"(none >= {none_rate:.0%} for unrelated and SLURP)")
+                  f"generated smart-home residents ({len(ulist)} visible); threshold from out-of-fold scores over 5 "
+                  f"folds of request templates (none >= {none_rate:.0%} for unrelated and SLURP)")
     model = GateModel(features=FEATURES, w=w, b=b, threshold=threshold, mean=mean, scale=scale, trained_on=trained_on,
                       need_w=need_w, need_b=need_b, centroids=cents)
     stats = {"rows": int(len(rows.y)), "positives": int(rows.y.sum()), "cases": len(cs), "threshold": threshold,
