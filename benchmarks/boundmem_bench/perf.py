@@ -232,47 +232,71 @@ def measure_recall_library(mem, queries: list[str]) -> dict:
     return _summary(lat)
 
 
-class _Serving:
-    """An ASGI app on a real uvicorn server on 127.0.0.1 (a free port), in a thread, for as long as the block runs."""
+class _Cli:
+    """`boundmem serve` or `boundmem proxy` in its own process (models loaded and warm before it says where it
+    listens), on the bench's database, rate limits off. A deployment's clients are other processes: a server in the
+    bench's own process would share its GIL with the client that times it, and every request would pay that handoff.
+    `args`: the command and its options (`serve --db F --embedder minilm`)."""
 
-    def __init__(self, app):
-        self.app = app
+    def __init__(self, args: list[str], work: Path, name: str):
+        self.args, self.work, self.name = args, work, name
 
     def __enter__(self) -> str:
+        import re
+        import subprocess
+        import sys
+
+        keys = self.work / "bench-keys.json"
+        keys.write_text(json.dumps({BENCH_KEY: BENCH_TENANT}))
+        self.log_path = self.work / f"{self.name}.log"
+        self.log = self.log_path.open("w")
+        self.proc = subprocess.Popen([sys.executable, "-m", "boundmem.cli", *self.args, "--keys", str(keys),
+                                      "--port", "0", "--rate-limit", "0", "--user-rate-limit", "0"],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        end = time.monotonic() + 300
+        while time.monotonic() < end and self.proc.poll() is None:
+            m = re.search(r" on http://127\.0\.0\.1:(\d+)", self.log_path.read_text())
+            if m and self._accepting(int(m.group(1))):   # announced before uvicorn listens on the bound socket
+                return f"http://127.0.0.1:{m.group(1)}"
+            time.sleep(0.05)   # the model load: seconds
+        self.__exit__()
+        raise RuntimeError(f"`boundmem {self.args[0]}` did not start:\n{self.log_path.read_text()[-2000:]}")
+
+    @staticmethod
+    def _accepting(port: int) -> bool:
         import socket
-        import threading
 
-        import uvicorn
-
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=port, log_level="warning",
-                                                    access_log=False))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        end = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > end or not self.thread.is_alive():
-                raise RuntimeError("the bench server did not start")
-            time.sleep(0.01)
-        return f"http://127.0.0.1:{port}"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
 
     def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+        import subprocess
+
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
 
 
-def measure_http(mem, queries: list[str], convs: list[Conversation], accept_interval: float) -> dict:
-    """Over HTTP (uvicorn, keep-alive): recall end to end; async ingest accepted (202) latency, one conversation
-    every `accept_interval` s, and the queue lag until each job is done."""
+def server_args(mem, embedder: str = "minilm", extractor: str = "local", maintainer: str = "local") -> list[str]:
+    """The options that make `boundmem serve`/`proxy` open the Memory the bench measures (its SQLite file)."""
+    return ["--db", mem.store.path, "--embedder", embedder, "--extractor", extractor, "--maintainer", maintainer]
+
+
+def measure_http(mem, queries: list[str], convs: list[Conversation], accept_interval: float, work: Path,
+                 args: list[str]) -> dict:
+    """Over HTTP (`boundmem serve` in its own process with `args`, keep-alive): recall end to end; async ingest
+    accepted (202) latency, one conversation every `accept_interval` s, and the queue lag until each job is done."""
     import httpx
 
-    from boundmem.service.app import create_app
-
-    app = create_app(mem, {BENCH_KEY: BENCH_TENANT}, rate_limit=None)
     out: dict = {}
-    with _Serving(app) as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BENCH_KEY}"},
+    with _Cli(["serve", *args], work, "serve") as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BENCH_KEY}"},
                                             timeout=60) as http:
         http.post("/v1/users/user-0/recall", json={"utterance": "warm up", "k": 5}).raise_for_status()
         mem.embedder.clear_cache()
@@ -337,18 +361,16 @@ def _fake_upstream():
     return up, up.url
 
 
-def measure_proxy(mem, queries: list[str]) -> dict:
+def measure_proxy(mem, queries: list[str], work: Path, args: list[str]) -> dict:
     """The proxy's overhead on a chat completion: the same requests straight to an instant upstream and through
-    `boundmem proxy` (recall into the system message, forward, queue the exchange after the reply)."""
+    `boundmem proxy` in its own process (recall into the system message, forward, queue the exchange after the
+    reply)."""
     import httpx
-
-    from boundmem.proxy.app import create_proxy
 
     srv, upstream = _fake_upstream()
     out: dict = {}
     try:
-        app = create_proxy(mem, {BENCH_KEY: BENCH_TENANT}, upstream)
-        with _Serving(app) as url, httpx.Client(timeout=60) as http:
+        with _Cli(["proxy", *args, "--upstream", upstream], work, "proxy") as url, httpx.Client(timeout=60) as http:
             def body(i: int, q: str) -> dict:
                 return {"model": "bench", "user": f"user-{i % 50}", "messages": [{"role": "user", "content": q}]}
 
@@ -430,17 +452,15 @@ def _settle(mem, user: str, jobs_before: int, timeout: float = 60.0) -> None:
             mem.jobs.wait(j.id, timeout=max(0.1, end - time.monotonic()))
 
 
-def measure_surfaces(mem, queries: list[str]) -> dict:
+def measure_surfaces(mem, queries: list[str], work: Path, args: list[str]) -> dict:
     """The floor and every surface on the same unique queries, interleaved in one loop (each query: the system order
     rotates), every cache cleared before each sample so each query is really embedded: one query embedding (the
-    model alone, batch 1), `Memory.recall(k=5)`, recall over HTTP (uvicorn, keep-alive), a chat completion straight
-    to an instant upstream and the same through the proxy (with its recall time). The proxy learns each exchange in
+    model alone, batch 1), `Memory.recall(k=5)`, recall over HTTP (`boundmem serve`, keep-alive), a chat completion
+    straight to an instant upstream and the same through `boundmem proxy` (with its recall time); the servers in
+    their own processes on the Memory's database (`args`), as deployed. The proxy learns each exchange in
     its job worker; a sample starts only once that is done, so no system measures another's background ingestion
     (the back-to-back proxy numbers of the latency contract include it)."""
     import httpx
-
-    from boundmem.proxy.app import create_proxy
-    from boundmem.service.app import create_app
 
     emb = mem.embedder
     inner = getattr(emb, "inner", emb)
@@ -448,9 +468,9 @@ def measure_surfaces(mem, queries: list[str]) -> dict:
     ms: dict[str, list[float]] = {k: [] for k in ("embedding", "library", "http", "direct", "proxied", "proxy_recall")}
     hdr = {"Authorization": f"Bearer {BENCH_KEY}"}
     try:
-        api = create_app(mem, {BENCH_KEY: BENCH_TENANT}, rate_limit=None)
-        proxy = create_proxy(mem, {BENCH_KEY: BENCH_TENANT}, upstream, rate_limit=None)
-        with _Serving(api) as api_url, _Serving(proxy) as proxy_url, httpx.Client(timeout=60) as http:
+        with _Cli(["serve", *args], work, "serve") as api_url, \
+                _Cli(["proxy", *args, "--upstream", upstream], work, "proxy") as proxy_url, \
+                httpx.Client(timeout=60) as http:
             def chat(i: int, q: str) -> dict:
                 return {"model": "bench", "user": f"user-{i % 50}", "messages": [{"role": "user", "content": q}]}
 
@@ -474,7 +494,6 @@ def measure_surfaces(mem, queries: list[str]) -> dict:
                 t = time.perf_counter()
                 http.post(f"{upstream}/chat/completions", json=chat(i, q)).raise_for_status()
                 ms["direct"].append((time.perf_counter() - t) * 1000)
-                emb.clear_cache()
                 before = len(mem.jobs.of_user(_bench_user(i)))
                 t = time.perf_counter()
                 r = http.post(f"{proxy_url}/v1/chat/completions", json=chat(i, q), headers=hdr)
@@ -621,7 +640,7 @@ def register(app: typer.Typer) -> None:
                     lat: dict = {"backend": backend_label(mem.embedder)}
                     res["latency"] = lat
                     console.print("the floor and every surface, interleaved, unique queries ...")
-                    lat["surfaces"] = measure_surfaces(mem, qs)
+                    lat["surfaces"] = measure_surfaces(mem, qs, work, server_args(mem))
                     if cache_recalls:
                         console.print("the query cache on a repeated-command stream ...")
                         lat["query_cache"] = measure_query_cache(
@@ -632,9 +651,10 @@ def register(app: typer.Typer) -> None:
                     lat["async_accept_library"] = measure_library_async_accept(mem, convs[:n_async])
                     console.print("latency contract: over HTTP (recall, async ingest) ...")
                     # offered async load: half the synchronous throughput, so the queue lag is a steady state
-                    lat["http"] = measure_http(mem, qs, convs[:n_async], 2.0 / res["ingest"]["conv_per_s"])
+                    lat["http"] = measure_http(mem, qs, convs[:n_async], 2.0 / res["ingest"]["conv_per_s"], work,
+                                               server_args(mem))
                     console.print("latency contract: the proxy ...")
-                    lat["proxy"] = measure_proxy(mem, qs)
+                    lat["proxy"] = measure_proxy(mem, qs, work, server_args(mem))
                 mem.jobs.close()
                 mem.store.close()
             tier_list = [int(x) for x in tiers.split(",") if x.strip()]

@@ -74,10 +74,13 @@ class Memory(EpisodicAccess):
 
     # --- writing ------------------------------------------------------------------------
     def warm(self) -> None:
-        """Load the models and embed the schema's own texts now, so the first user does not wait for them."""
+        """Load the models and embed the schema's own texts now (the extractor's and the recall gate's), so the first
+        user does not wait for them."""
         if isinstance(self.extractor, Warmable):
             self.extractor.warm(self.schema)
         self.embedder.embed(["warm up"])
+        if (gate := self.retriever.gate) is not None:
+            gate.warm()
 
     def user_schema(self, user: str) -> Schema:
         return self.schema.prune(self.store.opt_outs(user))

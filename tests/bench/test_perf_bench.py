@@ -78,8 +78,8 @@ def test_repeated_command_stream_repeats_each_users_repertoire_and_keeps_one_off
     assert len(b) == 30 and len({q for _, q in b}) < 30
 
 
-def test_query_cache_and_surfaces_are_measured_on_a_model_free_memory(keyword_memory):
-    from boundmem_bench.perf import _bench_user, measure_query_cache, measure_surfaces
+def test_query_cache_and_surfaces_are_measured_on_a_model_free_memory(keyword_memory, tmp_path):
+    from boundmem_bench.perf import _bench_user, measure_query_cache, measure_surfaces, server_args
 
     for i in range(3):
         keyword_memory.add([{"role": "user", "content": "I always prefer Italian food."}], _bench_user(i))
@@ -89,7 +89,8 @@ def test_query_cache_and_surfaces_are_measured_on_a_model_free_memory(keyword_me
     assert (c["requests"], c["distinct"], c["hits"], c["misses"]) == (4, 2, 2, 2)
     assert c["recall_hit"]["n"] == 2 and c["recall_miss"]["n"] == 2
     qs = ["where should we eat", "any food nearby", "I am hungry"]
-    s = measure_surfaces(keyword_memory, qs)
+    # `boundmem serve` and `boundmem proxy` in their own processes, on the same database and stages
+    s = measure_surfaces(keyword_memory, qs, tmp_path, server_args(keyword_memory, "hash", "keyword", "rules"))
     assert all(s[k]["n"] == 3 for k in ("embedding", "library", "http", "direct", "proxied", "proxy_recall"))
     assert s["proxy_overhead"]["n"] == 3 and set(s["ratios"]) >= {
         "library_p95_over_embedding_p95", "http_p95_minus_library_p95_ms", "proxy_overhead_p95_minus_recall_p95_ms"}

@@ -148,3 +148,13 @@ def test_ingests_on_two_threads_keep_their_own_memo():
     for t in threads:
         t.join()
     assert emb.inner.asked["same text"] == 2   # once per ingest
+
+
+def test_after_warm_a_recall_embeds_only_its_query(tmp_path):
+    """A served recall runs on the event loop: everything but the query's own vector is loaded by warm()."""
+    mem, counting = _memory(tmp_path)
+    mem.add(CONVERSATION, "alice")
+    mem.warm()
+    counting.asked.clear()
+    mem.recall("find me a place for dinner", "alice")
+    assert list(counting.asked.elements()) == ["find me a place for dinner"]

@@ -29,7 +29,9 @@ def _listen(host: str, port: int):
     except socket.gaierror as e:
         raise InputError(f"--host {host!r}: cannot resolve it ({e.strerror})") from None
     family = infos[0][0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # the protocol named: asyncio turns Nagle's algorithm off only on sockets that say they are TCP (proto 0 is not),
+    # and with it on, a response written as headers then body waits ~40 ms for the client's delayed ACK
+    sock = socket.socket(family, socket.SOCK_STREAM, infos[0][2] or socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(infos[0][4])

@@ -194,6 +194,15 @@ class RecallGate:
         np.maximum.at(out, owner_a, sims)
         return out
 
+    def warm(self) -> None:
+        """Embed the category texts and load the model now: a served recall runs on the event loop, where a first
+        request paying for them would hold up every other request."""
+        q = np.zeros(self.embedder.dim, np.float32)
+        self.index.category_scores(q.reshape(1, -1))
+        self._ask_scores(q)
+        self._protos()
+        self.model.need(q)
+
     @property
     def model(self) -> GateModel:
         if self._model is None:
