@@ -132,10 +132,10 @@ def _pct(xs: list[float], q: float) -> Optional[float]:
 
 
 def summarise(rows: list[dict]) -> dict:
-    """Per part (visible, held_out) and set: share with nothing injected per entry point; for related requests,
+    """Per part (visible, held_out, held_out_2) and set: share with nothing injected per entry point; for related requests,
     hit@1 (the first hit lies in one of the request's target categories) and the proxy's added tokens."""
     out: dict[str, dict] = {}
-    for part in ("visible", "held_out"):
+    for part in ("visible", "held_out", "held_out_2"):
         res: dict[str, dict] = {}
         for kind in ("slurp", "unrelated", "related"):
             rs = [r for r in rows if r["part"] == part and r["kind"] == kind]

@@ -7,6 +7,12 @@ Every set has a held-out part that the trainer never reads: 30 % of the users (i
 users, lines 51-100; smart-home users are generated here), 30 % of each request family's templates (so a held-out
 request is worded by a template the model never saw), and 30 % of the SLURP commands (a fixed-seed random split).
 Requests are generated as templates x slot fillers x paraphrase frames, for variety.
+
+A second held-out part (`held_out_2`) was written after the first one's explicit settings had been looked at while
+tuning: explicit commands that name what they want ("set fan speed to three", "dim the bedroom to 20 percent",
+"play Bohemian Rhapsody") in car, smart-home and TV/media wording, with slot fillers of their own, asked by the
+held-out users; nothing is tuned on it. Visible explicit commands of other wording (`EXPLICIT_VISIBLE`) are the
+trainer's.
 """
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Literal, Optional, Sequence
 
-Part = Literal["visible", "held_out"]
+Part = Literal["visible", "held_out", "held_out_2"]
 Kind = Literal["unrelated", "related", "slurp"]
 HELD_OUT = 0.3
 SEED = 20
@@ -229,6 +235,50 @@ RELATED_HOME: dict[str, tuple[tuple[str, ...], list[str]]] = {
         "I'm bored, play something", "what should we listen to tonight?", "some music while I cook?", "shuffle my kind of music"]),
 }
 
+# explicit commands that say what they want, so no stored preference should shape them. EXPLICIT_VISIBLE is
+# trained on; EXPLICIT_FRESH is the second held-out part (written before any tuning on it; its own slot fillers)
+_SLOTS_VISIBLE = {
+    "level": ["2", "three", "one", "four", "maximum"],
+    "freq": ["93.1", "104.3 FM", "88.5"],
+    "pct": ["40", "seventy", "10", "a hundred"],
+    "album": ["Abbey Road", "Thriller", "Rumours"],
+    "show": ["The Office", "Stranger Things", "the news"],
+    "channel": ["5", "twelve", "CNN", "channel 4"],
+}
+EXPLICIT_VISIBLE: dict[str, list[str]] = {
+    "explicit_values": ["set the blower to level {level}", "tune the radio to {freq}", "make the {room} {pct} percent bright",
+                        "heat my seat to level {level}", "play the album {album}", "put on {song}",
+                        "switch the TV to {channel}", "set the ambient lighting to {color}", "crank the heat up to {degrees}",
+                        "change the station to {station}", "I'd like to hear {song} by {artist}",
+                        "set the {room} to {degrees} degrees", "put {show} on the TV", "play {genre} on the speaker",
+                        "lights at {pct} percent in the {room}", "fan to {level}", "I want {color} lights",
+                        "play {artist} in the car", "set the cabin to {degrees} degrees", "play the next episode of {show}"],
+}
+_SLOTS_FRESH = {
+    "f_speed": ["three", "two", "5", "the highest setting"],
+    "f_freq": ["101.5", "97.9", "FM 89.3"],
+    "f_room": ["bedroom", "study", "dining room", "nursery"],
+    "f_pct": ["20", "thirty", "fifty", "60"],
+    "f_song": ["Bohemian Rhapsody", "Imagine", "Wonderwall", "Billie Jean", "Hotel California"],
+    "f_artist": ["Queen", "Taylor Swift", "Bob Dylan", "Daft Punk"],
+    "f_temp": ["19", "twenty two", "68", "seventy"],
+    "f_color": ["amber", "cool white", "pink", "orange"],
+    "f_show": ["Friends", "Breaking Bad", "the football", "The Crown"],
+    "f_channel": ["7", "BBC One", "ESPN", "channel nine"],
+    "f_genre": ["blues", "techno", "folk", "opera"],
+}
+EXPLICIT_FRESH: dict[str, list[str]] = {
+    "explicit_fresh_car": ["set fan speed to {f_speed}", "put the radio on {f_freq}", "set the AC to {f_temp} degrees",
+                           "change the dashboard lights to {f_color}", "play {f_song} on the car stereo",
+                           "seat heating on {f_speed}", "make it {f_temp} degrees in the car", "radio, {f_freq} please"],
+    "explicit_fresh_home": ["dim the {f_room} to {f_pct} percent", "set the thermostat to {f_temp}",
+                            "turn the {f_room} lights {f_color}", "play {f_genre} in the {f_room}",
+                            "put the {f_room} lamp at {f_pct} percent", "warm the {f_room} to {f_temp} degrees"],
+    "explicit_fresh_media": ["play {f_song}", "put on {f_show}", "switch to {f_channel}", "shuffle songs by {f_artist}",
+                             "play the latest {f_artist} album", "watch {f_show} on the TV", "play some {f_genre}"],
+}
+
+
 # a smart-home resident's stated preferences (values from the schema's lists and a few of their own words)
 _HOME_PREFS: dict[str, tuple[list[str], list[str]]] = {
     "comfort/climate/preferred_room_temperature": (["cool", "moderate", "warm"],
@@ -301,8 +351,17 @@ def _family_requests(family: str, templates: Sequence[str], kind: Kind, domain: 
 
 
 def unrelated_requests(per_template: int = 3, seed: int = SEED) -> list[Request]:
+    """UNRELATED split by template; EXPLICIT_VISIBLE all visible; EXPLICIT_FRESH all in the second held-out part
+    (each drawn with its own random stream, so adding them left the first parts' requests as they were)."""
     rng = random.Random(seed)
-    return [r for fam, ts in UNRELATED.items() for r in _family_requests(fam, ts, "unrelated", "any", (), per_template, rng)]
+    out = [r for fam, ts in UNRELATED.items() for r in _family_requests(fam, ts, "unrelated", "any", (), per_template, rng)]
+    for sets, slots, part, off in ((EXPLICIT_VISIBLE, _SLOTS_VISIBLE, "visible", 2), (EXPLICIT_FRESH, _SLOTS_FRESH, "held_out_2", 3)):
+        rng = random.Random(seed + off)
+        for fam, ts in sets.items():
+            for t in ts:
+                for text in _framed(_expand([t], {**_SLOTS, **slots}, per_template, rng), rng):
+                    out.append(Request(text, "unrelated", fam, part, "any", (), f"{fam}:{t}"))
+    return out
 
 
 def related_requests(per_template: int = 2, seed: int = SEED) -> list[Request]:
@@ -333,7 +392,10 @@ class Case:
 
     @property
     def part(self) -> Part:
-        """Held out when its user or its request is: a visible case shares neither with the held-out part."""
+        """Held out when its user or its request is: a visible case shares neither with the held-out parts (the
+        second held-out part's requests keep their own part)."""
+        if self.request.part == "held_out_2":
+            return "held_out_2"
         return "visible" if self.request.part == self.user.part == "visible" else "held_out"
 
 
@@ -346,10 +408,15 @@ def cases(requests: Sequence[Request], users: Sequence[UserSpec], per_request: i
     out = []
     for r in requests:
         pool = [u for u in users if (r.domain in ("any", u.domain)) and (r.kind != "related" or u.holds(r.targets))
-                and (not strict or u.part == r.part)]
+                and (not strict or u.part == _user_part(r.part))]
         for u in rng.sample(pool, min(per_request, len(pool))):
             out.append(Case(r, u))
     return out
+
+
+def _user_part(part: Part) -> Part:
+    """Who asks a request of a part: the second held-out part is asked by the held-out users."""
+    return "held_out" if part == "held_out_2" else part
 
 
 def store_users(mem, users: Sequence[UserSpec]) -> None:

@@ -4,8 +4,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from boundmem_bench.recall_sets import (cases, part_of, related_requests, slurp_requests, smarthome_users,
-                                        unrelated_requests)
+from boundmem_bench.recall_sets import (EXPLICIT_FRESH, cases, part_of, related_requests, slurp_requests,
+                                        smarthome_users, unrelated_requests)
 
 
 def carmem_file(tmp_path):
@@ -33,9 +33,9 @@ def slurp_file(tmp_path):
 
 
 def test_every_set_has_a_held_out_part_of_users_and_templates():
-    for reqs in (unrelated_requests(), related_requests()):
+    for reqs, want in ((unrelated_requests(), {"visible", "held_out", "held_out_2"}), (related_requests(), {"visible", "held_out"})):
         parts = {r.part for r in reqs}
-        assert parts == {"visible", "held_out"}
+        assert parts == want
         # a template is on one side only: a held-out request is worded by a template the model never saw
         side = {}
         for r in reqs:
@@ -45,6 +45,14 @@ def test_every_set_has_a_held_out_part_of_users_and_templates():
     assert part_of("x") == part_of("x")
     cs = cases(related_requests(), users)
     assert cs and all(c.request.part == c.user.part and c.user.holds(c.request.targets) for c in cs)
+
+
+def test_the_second_held_out_part_is_only_fresh_explicit_commands_asked_by_held_out_users():
+    fresh = [r for r in unrelated_requests() if r.part == "held_out_2"]
+    assert fresh and {r.family for r in fresh} == set(EXPLICIT_FRESH)
+    assert not {r.text for r in fresh} & {r.text for r in unrelated_requests() + related_requests() if r.part != "held_out_2"}
+    cs = cases(fresh, smarthome_users())
+    assert cs and all(c.part == "held_out_2" and c.user.part == "held_out" for c in cs)
 
 
 def test_slurp_commands_are_split_by_id(tmp_path):
@@ -63,7 +71,7 @@ def test_the_bench_reports_each_entry_point_per_part(tmp_path):
         assert (r["proxy_header"] == "none") == (not r["library"]) and r["tokens_added"] >= 0
         assert (r["tokens_added"] > 0) == bool(r["library"])
     parts = {p for p, res in summary.items() if res}
-    assert parts <= {"visible", "held_out"} and parts
+    assert parts <= {"visible", "held_out", "held_out_2"} and parts
     for res in summary.values():
         for kind, s in res.items():
             assert set(s["none"]) == {"library", "http", "proxy"} and all(0 <= v <= 1 for v in s["none"].values())
