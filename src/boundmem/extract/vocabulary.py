@@ -10,6 +10,8 @@ import re
 from functools import lru_cache
 from typing import Iterable, Sequence
 
+from text_to_num import alpha2digit
+
 _GENERIC = {"yes", "no", "low", "medium", "high", "normal", "other", "none", "any"}
 
 
@@ -164,19 +166,15 @@ def literal_attributes(sentence: str, attributes: Sequence[str]) -> list[str]:
     return out
 
 
-_UNITS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-                                     "fifteen sixteen seventeen eighteen nineteen".split())}
-_TENS = {w: 10 * i for i, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if w != "_"}
+# a number text2num wrote as digits: not one glued to letters ("1st" is an ordinal it read, "21st" one we were given)
+_DIGITS = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])")
+# words text2num reads as numbers that are none here ("the ones I like": 1, "twelve o clock": 0), and the hyphen
+# of a compound it would not read ("a five-minute walk"; "twenty two" reads as "twenty-two" does)
+_NOT_NUMBERS = re.compile(r"\b(?:ones|o)\b|(?<=[a-z])-(?=[a-z])")
 
 
 def spoken_numbers(text: str) -> set[str]:
-    """Numbers said in words, as digits ("twenty two degrees" -> "22"): speech transcripts rarely use digits."""
-    words = re.findall(r"[a-z]+", text.lower())
-    out: set[str] = set()
-    for i, w in enumerate(words):
-        if w in _TENS:
-            nxt = words[i + 1] if i + 1 < len(words) else ""
-            out.add(str(_TENS[w] + (_UNITS[nxt] if nxt in _UNITS and 0 < _UNITS[nxt] < 10 else 0)))
-        elif w in _UNITS and (i == 0 or words[i - 1] not in _TENS):
-            out.add(str(_UNITS[w]))
-    return out
+    """Numbers said in words, as digits ("twenty two degrees" -> "22"), by text2num (every number, `threshold=0`:
+    speech transcripts rarely use digits, and "set the fan to two" is a number); digits already in the text come
+    back too (the caller joins both)."""
+    return set(_DIGITS.findall(alpha2digit(_NOT_NUMBERS.sub(" ", text.lower()), "en", threshold=0)))
