@@ -196,15 +196,7 @@ class LocalExtractor:
             scored = self._score_zero_shot(X, rows, texts, index)
         threshold = self._lasting_threshold(use_head)
         if self.lasting is not None and scored:
-            probs = self.lasting.probabilities(texts, X, zero_shot=not use_head)
-            for s in scored:
-                s.lasting = float(probs[s.row])
-            # a phrase shares the durability of the clause it was cut from ("..., that's how I always like it")
-            of_unit = {s.turn: s.lasting for s in scored}
-            for s in scored:
-                parent = units[s.turn].parent
-                if parent is not None:
-                    s.lasting = of_unit[parent] if parent in of_unit else (0.0 if vetoed(units[parent].text) else s.lasting)
+            self._set_lasting(scored, units, texts, X, use_head)
         if use_head and self.lasting is not None:
             self._judge_masked(scored, units, index, X)
         rule = self.head.thresholds if use_head else self.zero_shot
@@ -238,6 +230,19 @@ class LocalExtractor:
                              if (c.path, c.attribute.lower()) not in {(d.path, d.attribute.lower()) for d in cands})
             out.append(cands)
         return out
+
+    def _set_lasting(self, scored: list[_Scored], units: list[_Unit], texts: list[str], X: np.ndarray,
+                     use_head: bool) -> None:
+        """Each scored unit's lasting-preference probability; a phrase shares the durability of the clause it was
+        cut from ("..., that's how I always like it")."""
+        probs = self.lasting.probabilities(texts, X, zero_shot=not use_head)
+        for s in scored:
+            s.lasting = float(probs[s.row])
+        of_unit = {s.turn: s.lasting for s in scored}
+        for s in scored:
+            parent = units[s.turn].parent
+            if parent is not None:
+                s.lasting = of_unit[parent] if parent in of_unit else (0.0 if vetoed(units[parent].text) else s.lasting)
 
     def _judge_masked(self, scored: list[_Scored], units: list[_Unit], index: CategoryIndex, X0: np.ndarray) -> None:
         """A clearly lasting statement whose category the head is unsure of, judged again with its value masked:
@@ -400,23 +405,52 @@ class LocalExtractor:
         attrs = ref.detail.attributes
         values = _preferred(unit.text, literal_attributes(unit.text, attrs)) if attrs else []
         if evidence == "observed":
-            # a one-off choice is evidence only of a value the user named: "play some jazz", "22 degrees";
-            # "make it warmer" adjusts, it does not choose "Warm"
-            values = [v for v in values if not _comparative(unit.text, v)]
-            implied = None
-            if not values and attrs and ref.detail.value_kind == "closed" and use_head:
-                # (only where the trained head judged the category) "navigate to the cheapest gas station" chooses "Always cheapest"; "find covered parking" chooses "Yes"
-                item, p = self.closed_values.implied(ref, x) if self.closed_values is not None else (None, 0.0)
-                implied = item if item is not None and p >= self.closed_values.threshold else _yes_item(attrs)
-                values = [implied] if implied else []
-            out = []
-            for v in values if ref.detail.multiple else values[:1]:
-                stored, polarity = (v, "like") if v == implied and v != _yes_item(attrs) else stance(unit.text, ref, v, attrs)
-                if stored is not None:
-                    out.append(Candidate(path=ref.path, attribute=stored, sentence=unit.turn,
-                                         confidence=round(min(1.0, s.score), 4), cue="one-off choice",
-                                         polarity=polarity, evidence="observed", span=v))
-            return out
+            return self._observed(ref, attrs, unit, x, s, use_head, values)
+        got = self._stated_values(index, ref, attrs, unit, x, s, values)
+        if got is None:
+            return []
+        values, spans, implied = got
+        # why it was judged lasting, for the audit log: the cue words, else the model's probability
+        cue = cue_of(unit.text) or (f"no cue word; lasting model p={s.lasting:.2f}" if self.lasting is not None else "")
+        # one value in the clause: the learned stance model says whether the clause turns against it
+        dislike_p = None
+        if len(values) == 1 and self.stance is not None:
+            dislike_p = float(self.stance.dislike_probability([unit.text], x[None, :])[0])
+        out = []
+        for v in values:
+            # an implied item already carries the user's stance ("doesn't matter" -> "Price is irrelevant")
+            stored, polarity = (v, "like") if v == implied else stance(unit.text, ref, v, attrs, dislike_p)
+            if stored is None:
+                continue   # "I don't mind toll roads" in a category without an "Indifferent" item: nothing to store
+            out.append(Candidate(path=ref.path, attribute=stored, sentence=unit.turn, confidence=round(min(1.0, s.score), 4),
+                                 cue=cue, polarity=polarity, span=spans.get(v, "")))
+        return out
+
+    def _observed(self, ref, attrs: Sequence[str], unit: _Unit, x: np.ndarray, s: _Scored, use_head: bool,
+                  values: list[str]) -> list[Candidate]:
+        """A one-off choice's candidates: evidence only of a value the user named."""
+        # a one-off choice is evidence only of a value the user named: "play some jazz", "22 degrees";
+        # "make it warmer" adjusts, it does not choose "Warm"
+        values = [v for v in values if not _comparative(unit.text, v)]
+        implied = None
+        if not values and attrs and ref.detail.value_kind == "closed" and use_head:
+            # (only where the trained head judged the category) "navigate to the cheapest gas station" chooses "Always cheapest"; "find covered parking" chooses "Yes"
+            item, p = self.closed_values.implied(ref, x) if self.closed_values is not None else (None, 0.0)
+            implied = item if item is not None and p >= self.closed_values.threshold else _yes_item(attrs)
+            values = [implied] if implied else []
+        out = []
+        for v in values if ref.detail.multiple else values[:1]:
+            stored, polarity = (v, "like") if v == implied and v != _yes_item(attrs) else stance(unit.text, ref, v, attrs)
+            if stored is not None:
+                out.append(Candidate(path=ref.path, attribute=stored, sentence=unit.turn,
+                                     confidence=round(min(1.0, s.score), 4), cue="one-off choice",
+                                     polarity=polarity, evidence="observed", span=v))
+        return out
+
+    def _stated_values(self, index: CategoryIndex, ref, attrs: Sequence[str], unit: _Unit, x: np.ndarray,
+                       s: _Scored, values: list[str]) -> Optional[tuple[list[str], dict[str, str], Optional[str]]]:
+        """The values a lasting statement names (or implies), the user's words each was read from, and the listed
+        item it implies if any; None where the statement yields nothing."""
         said = clauses(unit.turn) if unit.whole and values and self.lasting is not None else []
         if len(said) > 1:
             # a value named only in a part said for now ("on my face for now ... normally on my feet") is not the preference
@@ -425,7 +459,7 @@ class LocalExtractor:
             if len(parts) < len(said) and not any(_POINTS_BACK.search(p) for p in parts):
                 values = [v for v in values if any(literal_attributes(p, [v]) for p in parts)]
                 if not values:
-                    return []   # the category was named only in the part said for now ("Green this time, but ...")
+                    return None   # the category was named only in the part said for now ("Green this time, but ...")
         if values and ref.detail.multiple and ref.detail.value_kind == "open":
             # "I don't really like Italian, I'd rather have Thai": the contrasted alternative is a value too
             for part in phrases(unit.text)[1:]:
@@ -436,7 +470,7 @@ class LocalExtractor:
         if not ref.detail.multiple:
             values = values[:1]
         if unit.parent is not None and not values:
-            return []   # a phrase counts only where it names a value of the category itself
+            return None   # a phrase counts only where it names a value of the category itself
         kind = ref.detail.value_kind
         spans: dict[str, str] = {v: v for v in values}   # value -> the user's words it was read from
         implied: Optional[str] = None
@@ -470,21 +504,7 @@ class LocalExtractor:
             if value is not None:
                 values = [value]
                 spans[value] = value
-        # why it was judged lasting, for the audit log: the cue words, else the model's probability
-        cue = cue_of(unit.text) or (f"no cue word; lasting model p={s.lasting:.2f}" if self.lasting is not None else "")
-        # one value in the clause: the learned stance model says whether the clause turns against it
-        dislike_p = None
-        if len(values) == 1 and self.stance is not None:
-            dislike_p = float(self.stance.dislike_probability([unit.text], x[None, :])[0])
-        out = []
-        for v in values:
-            # an implied item already carries the user's stance ("doesn't matter" -> "Price is irrelevant")
-            stored, polarity = (v, "like") if v == implied else stance(unit.text, ref, v, attrs, dislike_p)
-            if stored is None:
-                continue   # "I don't mind toll roads" in a category without an "Indifferent" item: nothing to store
-            out.append(Candidate(path=ref.path, attribute=stored, sentence=unit.turn, confidence=round(min(1.0, s.score), 4),
-                                 cue=cue, polarity=polarity, span=spans.get(v, "")))
-        return out
+        return values, spans, implied
 
     # --- per-schema cache ---------------------------------------------------------------
     def _index(self, schema: Schema) -> CategoryIndex:

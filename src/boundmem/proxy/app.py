@@ -169,40 +169,183 @@ class _StreamText:
         return "".join(self.parts)
 
 
-def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], upstream: str,
-                 upstream_key: Optional[str] = None, tokens: Optional[TokenIssuer] = None, k: int = 5,
-                 timeout: float = 120.0, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, rate_limit: Any = DEFAULT_RATE_LIMIT,
-                 limits: Optional[ContentLimits] = None, forward_user: bool = False,
-                 transport: Optional[httpx.AsyncBaseTransport] = None, gate: bool = True,
-                 min_score: Optional[float] = None) -> FastAPI:
-    """The proxy app. `upstream`: the model server's OpenAI base URL (e.g. http://127.0.0.1:11434/v1).
-    `max_body_bytes`, `rate_limit` and `limits` mean what they mean for `service.app.create_app` (the same
-    defaults); `forward_user` sends the request's `user` field on to the upstream (default: removed).
-    `k` caps what one request gets (preferences and episodes together); `gate=False` injects raw top-k
-    preferences (and episodes without CAIM's controller), `min_score` raw top-k of at least that cosine."""
-    svc = Service(ring=keys if isinstance(keys, KeyRing) else KeyRing(keys), tokens=tokens or TokenIssuer(),
-                  throttle=throttle(rate_limit), limits=limits or ContentLimits(), memory=LazyMemory(memory))
-    get_memory = svc.memory
-    base = upstream.rstrip("/")
-    app = FastAPI(title="boundmem proxy", version="1", docs_url=None, redoc_url=None)
-    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes, render=lambda e: ProxyError.of_limit(e).body())
-    state: dict[str, Any] = {}
+class _Proxy:
+    """One proxy app's state and steps: the credentials and limits of the service's pipeline (`Service`), the
+    upstream client, recall before the request and learning after the reply."""
 
-    def client() -> httpx.AsyncClient:
-        if "client" not in state:
+    def __init__(self, svc: Service, upstream: str, upstream_key: Optional[str], timeout: float,
+                 transport: Optional[httpx.AsyncBaseTransport], k: int, gate: bool, min_score: Optional[float],
+                 forward_user: bool):
+        self.svc, self.get_memory = svc, svc.memory
+        self.base = upstream.rstrip("/")
+        self.upstream_key, self.timeout, self.transport = upstream_key, timeout, transport
+        self.k, self.gate, self.min_score, self.forward_user = k, gate, min_score, forward_user
+        self.state: dict[str, Any] = {}
+
+    def client(self) -> httpx.AsyncClient:
+        if "client" not in self.state:
             headers = {"Accept-Encoding": "identity"}   # chunks pass through as they come, uncompressed
-            if upstream_key:
-                headers["Authorization"] = f"Bearer {upstream_key}"
-            state["client"] = httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0), headers=headers,
-                                                transport=transport)
-        return state["client"]
+            if self.upstream_key:
+                headers["Authorization"] = f"Bearer {self.upstream_key}"
+            self.state["client"] = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout, connect=10.0),
+                                                     headers=headers, transport=self.transport)
+        return self.state["client"]
 
-    async def _close() -> None:
-        if "client" in state:
-            await state.pop("client").aclose()
+    async def close(self) -> None:
+        if "client" in self.state:
+            await self.state.pop("client").aclose()
 
-    app.router.on_shutdown.append(_close)
-    run_worker(app, get_memory)
+    def credential(self, request: Request) -> Principal:
+        auth = request.headers.get("authorization", "")
+        cred = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+        try:
+            return authenticate(self.svc, cred, client_address(request))
+        except Unauthorized as e:
+            raise ProxyError(401, str(e), "invalid_api_key") from e
+
+    def who(self, request: Request, body: dict, caller: Principal) -> tuple[str, str]:
+        """(user, namespaced store id) of the request, or ProxyError."""
+        named = body.get("user") or request.headers.get(USER_HEADER)
+        if caller.user is not None:
+            if named is not None and named != caller.user:
+                raise ProxyError(403, "this user token is for another user", "forbidden", "permission_error")
+            return caller.user, namespaced(caller.tenant, caller.user)
+        if not named:
+            raise ProxyError(400, "name the user: the request's 'user' field or the X-Boundmem-User header",
+                             "missing_user")
+        try:
+            check_user_id(str(named))
+        except (InvalidUserId, ValueError) as e:
+            raise ProxyError(400, str(e), "invalid_user") from e
+        return str(named), namespaced(caller.tenant, str(named))
+
+    def learn(self, ns: str, user_text: str, reply: str, conv_id: str) -> None:
+        """Queue the exchange for ingestion (after the reply; never raises)."""
+        if not user_text.strip():
+            return
+        try:
+            turns = [Turn(role="user", text=user_text)]
+            if reply.strip():   # context for the user's words (no preference is read from it), bounded like a
+                # turn; where episodic memory is on, its gist ("AI recommended ...") becomes an episode
+                turns.append(Turn(role="assistant", text=reply[:self.svc.limits.max_turn_chars]))
+            self.get_memory().submit(Conversation(id=conv_id, turns=tuple(turns)), ns)
+        except Exception:  # noqa: BLE001 - learning must never break or delay a reply
+            log.exception("could not queue the exchange for ingestion")
+
+    async def learn_now(self, ns: str, user_text: str, reply: str, conv_id: str) -> None:
+        self.learn(ns, user_text, reply, conv_id)
+
+    def recall(self, ns: str, text: str) -> list[RecallHit]:
+        try:
+            return (self.get_memory().recall(text, ns, k=self.k, gate=self.gate, min_score=self.min_score)
+                    if text.strip() else [])
+        except Exception:  # noqa: BLE001 - no memory rather than no answer
+            log.exception("recall failed; forwarding without memory")
+            return []
+
+    def recall_episodes(self, ns: str, text: str) -> Optional[EpisodeRecall]:
+        """CAIM's controller and episodic recall, for a tenant that has episodic memory on (None otherwise)."""
+        try:
+            mem = self.get_memory()
+            return (mem.episodic_memory.search(text, ns, self.k, gate=self.gate)
+                    if text.strip() and mem.episodic_on(ns) else None)
+        except Exception:  # noqa: BLE001 - no memory rather than no answer
+            log.exception("episodic recall failed; forwarding without episodes")
+            return None
+
+    async def read_request(self, request: Request) -> tuple[dict, str, str]:
+        """The request's body (checked), the store id of its user and what the user said last."""
+        caller = self.credential(request)
+        raw = await request.body()   # at most max_body_bytes, no deeper than max_json_depth (BodySizeLimit)
+        try:
+            body = parse_json(raw or b"null")
+        except ValueError as e:
+            raise ProxyError(400, f"the body is not JSON: {e}", "invalid_json") from e
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            raise ProxyError(400, "the body must be a JSON object with a 'messages' list", "invalid_request")
+        _, ns = self.who(request, body, caller)
+        said = [message_text(m.get("content")) for m in body["messages"] if isinstance(m, dict) and m.get("role") == "user"]
+        self.svc.limits.check_turns(said)   # the user's words are what memory reads: the API's limits (413)
+        if not self.forward_user:
+            body.pop("user", None)
+        return body, ns, said[-1] if said else ""
+
+    async def with_recalled(self, body: dict, ns: str, last_user: str) -> dict[str, str]:
+        """Put what memory holds for the request into its messages; the headers that say what was put."""
+        t0 = time.perf_counter()
+        # each kind passes its own gate; together at most k (memory.merge_recalls). On the event loop: as in the
+        # API's recall route, two thread-pool hops cost more on a busy machine than the recall they carry
+        mem = await self.get_memory.get()
+        got = merge_recalls(self.recall(ns, last_user), self.recall_episodes(ns, last_user), self.k)
+        hits, episodic = got.preferences, got.episodes
+        if hits:
+            body["messages"] = with_memory(body["messages"], memory_block(mem, hits))
+        if episodic is not None and episodic.hits:   # only when the controller said memory is needed
+            body["messages"] = with_memory(body["messages"], episodes_block(episodic.hits))
+        recall_ms = (time.perf_counter() - t0) * 1000
+        return {"X-Boundmem-Recall-Ms": f"{recall_ms:.2f}", "X-Boundmem-Recall": recall_header(got),
+                "X-Boundmem-Recalled": str(len(hits)), **episodes_headers(episodic)}
+
+    async def send(self, body: dict) -> httpx.Response:
+        """The request on to the upstream (streamed if it asks to be); an unreachable upstream is a 502."""
+        url = f"{self.base}/chat/completions"
+        try:
+            if body.get("stream"):
+                return await self.client().send(self.client().build_request("POST", url, json=body), stream=True)
+            return await self.client().post(url, json=body)
+        except httpx.HTTPError as e:
+            log.warning("upstream %s failed: %s: %s", self.base, type(e).__name__, e)
+            raise ProxyError(502, f"the upstream model server failed ({type(e).__name__})", "upstream_unavailable",
+                             "api_error") from e
+
+    async def chat(self, request: Request) -> Response:
+        body, ns, last_user = await self.read_request(request)
+        extra = await self.with_recalled(body, ns, last_user)
+        conv_id = f"proxy-{uuid.uuid4().hex[:16]}"
+        r = await self.send(body)
+        ctype = r.headers.get("content-type", "application/json")
+        if not body.get("stream") or r.status_code != 200:
+            content = await r.aread()
+            await r.aclose()
+            task = None
+            if r.status_code == 200:
+                try:
+                    reply = message_text(json.loads(content)["choices"][0]["message"].get("content"))
+                except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError):
+                    reply = ""
+                # after the response is sent: the reply never waits for the queue. On the loop (queueing is one
+                # committed insert, ~0.1 ms): a sync task would hop to the thread pool, whose wake-ups then compete
+                # with the next request
+                task = BackgroundTask(self.learn_now, ns, last_user, reply, conv_id)
+            return Response(content=content, status_code=r.status_code, media_type=ctype, headers=extra,
+                            background=task)
+        return StreamingResponse(self.relay(r, ns, last_user, conv_id), status_code=200, media_type=ctype,
+                                 headers=extra)
+
+    async def relay(self, r: httpx.Response, ns: str, last_user: str, conv_id: str) -> AsyncIterator[bytes]:
+        seen = _StreamText()
+        try:
+            async for chunk in r.aiter_bytes():   # decoded: the client gets no Content-Encoding from us
+                seen.feed(chunk)
+                yield chunk
+        finally:
+            await r.aclose()
+        if seen.complete:   # only a finished stream is learnt from
+            self.learn(ns, last_user, seen.text, conv_id)
+
+    async def models_of(self, request: Request, path: str) -> Response:
+        self.credential(request)   # any tenant key or user token may list the models; no user is needed
+        try:
+            r = await self.client().get(f"{self.base}/{path}")
+        except httpx.HTTPError as e:
+            raise ProxyError(502, f"the upstream model server failed ({type(e).__name__})", "upstream_unavailable",
+                             "api_error") from e
+        return Response(content=r.content, status_code=r.status_code,
+                        media_type=r.headers.get("content-type", "application/json"))
+
+
+def _error_handlers(app: FastAPI) -> None:
+    """Every error the proxy answers is OpenAI-shaped, so an SDK reads it as an error, not a reply."""
 
     @app.exception_handler(ProxyError)
     async def _proxy_error(request: Request, exc: ProxyError):
@@ -221,151 +364,38 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
     async def _crash(request: Request, exc: Exception):   # logged by Starlette; never a plain-text 500
         return ProxyError(500, "internal error", "internal_error", "api_error").response()
 
-    def credential(request: Request) -> Principal:
-        auth = request.headers.get("authorization", "")
-        cred = auth[7:].strip() if auth.lower().startswith("bearer ") else None
-        try:
-            return authenticate(svc, cred, client_address(request))
-        except Unauthorized as e:
-            raise ProxyError(401, str(e), "invalid_api_key") from e
 
-    def who(request: Request, body: dict, caller: Principal) -> tuple[str, str]:
-        """(user, namespaced store id) of the request, or ProxyError."""
-        named = body.get("user") or request.headers.get(USER_HEADER)
-        if caller.user is not None:
-            if named is not None and named != caller.user:
-                raise ProxyError(403, "this user token is for another user", "forbidden", "permission_error")
-            return caller.user, namespaced(caller.tenant, caller.user)
-        if not named:
-            raise ProxyError(400, "name the user: the request's 'user' field or the X-Boundmem-User header",
-                             "missing_user")
-        try:
-            check_user_id(str(named))
-        except (InvalidUserId, ValueError) as e:
-            raise ProxyError(400, str(e), "invalid_user") from e
-        return str(named), namespaced(caller.tenant, str(named))
-
-    def learn(ns: str, user_text: str, reply: str, conv_id: str) -> None:
-        """Queue the exchange for ingestion (after the reply; never raises)."""
-        if not user_text.strip():
-            return
-        try:
-            turns = [Turn(role="user", text=user_text)]
-            if reply.strip():   # context for the user's words (no preference is read from it), bounded like a
-                # turn; where episodic memory is on, its gist ("AI recommended ...") becomes an episode
-                turns.append(Turn(role="assistant", text=reply[:svc.limits.max_turn_chars]))
-            get_memory().submit(Conversation(id=conv_id, turns=tuple(turns)), ns)
-        except Exception:  # noqa: BLE001 - learning must never break or delay a reply
-            log.exception("could not queue the exchange for ingestion")
-
-    async def learn_now(ns: str, user_text: str, reply: str, conv_id: str) -> None:
-        learn(ns, user_text, reply, conv_id)
-
-    def recall(ns: str, text: str) -> list[RecallHit]:
-        try:
-            return get_memory().recall(text, ns, k=k, gate=gate, min_score=min_score) if text.strip() else []
-        except Exception:  # noqa: BLE001 - no memory rather than no answer
-            log.exception("recall failed; forwarding without memory")
-            return []
-
-    def recall_episodes(ns: str, text: str) -> Optional[EpisodeRecall]:
-        """CAIM's controller and episodic recall, for a tenant that has episodic memory on (None otherwise)."""
-        try:
-            mem = get_memory()
-            return mem.episodic_memory.search(text, ns, k, gate=gate) if text.strip() and mem.episodic_on(ns) else None
-        except Exception:  # noqa: BLE001 - no memory rather than no answer
-            log.exception("episodic recall failed; forwarding without episodes")
-            return None
+def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], upstream: str,
+                 upstream_key: Optional[str] = None, tokens: Optional[TokenIssuer] = None, k: int = 5,
+                 timeout: float = 120.0, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, rate_limit: Any = DEFAULT_RATE_LIMIT,
+                 limits: Optional[ContentLimits] = None, forward_user: bool = False,
+                 transport: Optional[httpx.AsyncBaseTransport] = None, gate: bool = True,
+                 min_score: Optional[float] = None) -> FastAPI:
+    """The proxy app. `upstream`: the model server's OpenAI base URL (e.g. http://127.0.0.1:11434/v1).
+    `max_body_bytes`, `rate_limit` and `limits` mean what they mean for `service.app.create_app` (the same
+    defaults); `forward_user` sends the request's `user` field on to the upstream (default: removed).
+    `k` caps what one request gets (preferences and episodes together); `gate=False` injects raw top-k
+    preferences (and episodes without CAIM's controller), `min_score` raw top-k of at least that cosine."""
+    svc = Service(ring=keys if isinstance(keys, KeyRing) else KeyRing(keys), tokens=tokens or TokenIssuer(),
+                  throttle=throttle(rate_limit), limits=limits or ContentLimits(), memory=LazyMemory(memory))
+    proxy = _Proxy(svc, upstream, upstream_key, timeout, transport, k, gate, min_score, forward_user)
+    app = FastAPI(title="boundmem proxy", version="1", docs_url=None, redoc_url=None)
+    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes, render=lambda e: ProxyError.of_limit(e).body())
+    app.router.on_shutdown.append(proxy.close)
+    run_worker(app, svc.memory)
+    _error_handlers(app)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
-        caller = credential(request)
-        raw = await request.body()   # at most max_body_bytes, no deeper than max_json_depth (BodySizeLimit)
-        try:
-            body = parse_json(raw or b"null")
-        except ValueError as e:
-            raise ProxyError(400, f"the body is not JSON: {e}", "invalid_json") from e
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            raise ProxyError(400, "the body must be a JSON object with a 'messages' list", "invalid_request")
-        user, ns = who(request, body, caller)
-        said = [message_text(m.get("content")) for m in body["messages"] if isinstance(m, dict) and m.get("role") == "user"]
-        svc.limits.check_turns(said)   # the user's words are what memory reads: the API's limits (413)
-        last_user = said[-1] if said else ""
-        if not forward_user:
-            body.pop("user", None)
-        t0 = time.perf_counter()
-        # each kind passes its own gate; together at most k (memory.merge_recalls). On the event loop: as in the
-        # API's recall route, two thread-pool hops cost more on a busy machine than the recall they carry
-        mem = await get_memory.get()
-        got = merge_recalls(recall(ns, last_user), recall_episodes(ns, last_user), k)
-        hits, episodic = got.preferences, got.episodes
-        if hits:
-            body["messages"] = with_memory(body["messages"], memory_block(mem, hits))
-        if episodic is not None and episodic.hits:   # only when the controller said memory is needed
-            body["messages"] = with_memory(body["messages"], episodes_block(episodic.hits))
-        recall_ms = (time.perf_counter() - t0) * 1000
-        extra = {"X-Boundmem-Recall-Ms": f"{recall_ms:.2f}", "X-Boundmem-Recall": recall_header(got),
-                 "X-Boundmem-Recalled": str(len(hits)), **episodes_headers(episodic)}
-        conv_id = f"proxy-{uuid.uuid4().hex[:16]}"
-        url = f"{base}/chat/completions"
-        try:
-            if body.get("stream"):
-                upstream_req = client().build_request("POST", url, json=body)
-                r = await client().send(upstream_req, stream=True)
-            else:
-                r = await client().post(url, json=body)
-        except httpx.HTTPError as e:
-            log.warning("upstream %s failed: %s: %s", base, type(e).__name__, e)
-            raise ProxyError(502, f"the upstream model server failed ({type(e).__name__})", "upstream_unavailable",
-                             "api_error") from e
-        ctype = r.headers.get("content-type", "application/json")
-        if not body.get("stream") or r.status_code != 200:
-            content = await r.aread()
-            await r.aclose()
-            if r.status_code == 200:
-                try:
-                    reply = message_text(json.loads(content)["choices"][0]["message"].get("content"))
-                except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError):
-                    reply = ""
-                # after the response is sent: the reply never waits for the queue. On the loop (queueing is one
-                # committed insert, ~0.1 ms): a sync task would hop to the thread pool, whose wake-ups then compete
-                # with the next request
-                task = BackgroundTask(learn_now, ns, last_user, reply, conv_id)
-            else:
-                task = None
-            return Response(content=content, status_code=r.status_code, media_type=ctype, headers=extra,
-                            background=task)
-
-        async def relay() -> AsyncIterator[bytes]:
-            seen = _StreamText()
-            try:
-                async for chunk in r.aiter_bytes():   # decoded: the client gets no Content-Encoding from us
-                    seen.feed(chunk)
-                    yield chunk
-            finally:
-                await r.aclose()
-            if seen.complete:   # only a finished stream is learnt from
-                learn(ns, last_user, seen.text, conv_id)
-
-        return StreamingResponse(relay(), status_code=200, media_type=ctype, headers=extra)
-
-    async def models_of(request: Request, path: str) -> Response:
-        credential(request)   # any tenant key or user token may list the models; no user is needed
-        try:
-            r = await client().get(f"{base}/{path}")
-        except httpx.HTTPError as e:
-            raise ProxyError(502, f"the upstream model server failed ({type(e).__name__})", "upstream_unavailable",
-                             "api_error") from e
-        return Response(content=r.content, status_code=r.status_code,
-                        media_type=r.headers.get("content-type", "application/json"))
+        return await proxy.chat(request)
 
     @app.get("/v1/models")
     async def models(request: Request):
-        return await models_of(request, "models")
+        return await proxy.models_of(request, "models")
 
     @app.get("/v1/models/{model:path}")
     async def model(request: Request, model: str):
-        return await models_of(request, f"models/{quote(model, safe='/')}")
+        return await proxy.models_of(request, f"models/{quote(model, safe='/')}")
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz():

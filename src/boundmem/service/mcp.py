@@ -227,31 +227,44 @@ def _unknown(kind: str, ident: str) -> Iterator[None]:
         raise ToolError(f"no {kind} {ident!r} for this user") from e
 
 
-def build_server(memory: MemorySource, binding: Binding, limits: Optional[ContentLimits] = None) -> "_Server":
-    limits = limits or ContentLimits()
-    lock = threading.Lock()
-    held: list[Memory] = []
+class _Bound:
+    """What every tool of one server shares: the memory (built on the first call), the bound user, the limits."""
 
-    def mem() -> Memory:
-        with lock:
-            if not held:
-                held.append(memory if isinstance(memory, Memory) else memory())
-            return held[0]
+    def __init__(self, memory: MemorySource, binding: Binding, limits: ContentLimits):
+        self.binding, self.limits = binding, limits
+        self._source = memory
+        self._lock = threading.Lock()
+        self._memory: Optional[Memory] = None
 
-    def who() -> str:
+    def mem(self) -> Memory:
+        with self._lock:
+            if self._memory is None:
+                self._memory = self._source if isinstance(self._source, Memory) else self._source()
+            return self._memory
+
+    def who(self) -> str:
         try:
-            return binding.store_id()
+            return self.binding.store_id()
         except TokenError as e:
             raise ToolError(f"the user token of this server is no longer valid: {e}") from e
 
-    def sp(p) -> StoredPreference:
-        return StoredPreference(id=p.id, category=str(p.path), attribute=p.attribute, polarity=p.polarity,
-                                sentence=p.sentence)
 
-    def ho(o: Observation) -> HeldObservation:
-        return HeldObservation(id=o.id, category=str(o.path), attribute=o.attribute, polarity=o.polarity,
-                               sentence=o.sentence, conversation_id=o.conversation_id)
+def _sp(p) -> StoredPreference:
+    return StoredPreference(id=p.id, category=str(p.path), attribute=p.attribute, polarity=p.polarity,
+                            sentence=p.sentence)
 
+
+def _ho(o: Observation) -> HeldObservation:
+    return HeldObservation(id=o.id, category=str(o.path), attribute=o.attribute, polarity=o.polarity,
+                           sentence=o.sentence, conversation_id=o.conversation_id)
+
+
+def _he(e) -> HeldEpisode:
+    return HeldEpisode(id=e.id, text=e.text, tags=list(e.tags), day=e.day, term=e.term,
+                       source_turn_ids=list(e.source_turn_ids))
+
+
+def _new_server() -> "_Server":
     instructions = ("Long-term memory of the current user's preferences, bounded to the categories the user agreed "
                     "to. Call `add` with what the user said after a conversation, and `recall` with the user's latest "
                     "utterance before answering. When the user asks, `opt_out` stops remembering a category (and "
@@ -263,89 +276,118 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
     except TypeError:   # mcp 1.x: no version argument; its low-level server has the field
         server = _Server("boundmem", instructions=instructions)
         getattr(server, "_mcp_server").version = __version__
+    return server
+
+
+def build_server(memory: MemorySource, binding: Binding, limits: Optional[ContentLimits] = None) -> "_Server":
+    """One user's MCP server: every tool acts for `binding`'s user only (no tool takes a user id)."""
+    ctx = _Bound(memory, binding, limits or ContentLimits())
+    server = _new_server()
+    tools = [*_preference_tools(server, ctx), *_observation_tools(server, ctx), *_consent_tools(server, ctx),
+             *_episode_tools(server, ctx)]
+    # what each tool accepts: anything else in a call is refused on the wire (see check_frame)
+    server.boundmem_arguments = {f.__name__: frozenset(inspect.signature(f).parameters)   # type: ignore[attr-defined]
+                                 for f in tools}
+    return server
+
+
+def _preference_tools(server: "_Server", ctx: _Bound) -> list[Callable[..., Any]]:
+    """add, recall, list and delete preferences."""
 
     @server.tool()
     @_refusals
     def add(user_messages: list[str], conversation_id: Annotated[Optional[str], Field(max_length=200)] = None) -> AddResult:
         """Remember the preferences the user expressed in these messages (the user's own words, in order)."""
-        ns = who()
+        ns = ctx.who()
         if not user_messages or not all(m.strip() for m in user_messages):
             raise ValueError("user_messages must be a non-empty list of non-empty strings")
-        limits.check_turns(user_messages)
-        m = mem()
+        ctx.limits.check_turns(user_messages)
+        m = ctx.mem()
         conv = Conversation(id=conversation_id or "mcp", turns=tuple(Turn(role="user", text=t) for t in user_messages))
         r = m.add(conv, ns)
-        return AddResult(stored=[sp(p) for p in r.stored], unchanged=sum(d.action == "pass" for d in r.decisions),
-                         blocked=len(r.blocked), observed=[ho(o) for o in r.observed],
-                         promoted=[sp(p) for p in r.promoted], episodes=len(r.episodes.stored) if r.episodes else 0)
+        return AddResult(stored=[_sp(p) for p in r.stored], unchanged=sum(d.action == "pass" for d in r.decisions),
+                         blocked=len(r.blocked), observed=[_ho(o) for o in r.observed],
+                         promoted=[_sp(p) for p in r.promoted], episodes=len(r.episodes.stored) if r.episodes else 0)
 
     @server.tool()
     @_refusals
     def recall(utterance: str, k: int = 5, gate: bool = True, min_score: Optional[float] = None) -> RecallResult:
         """The stored preferences that would change the answer to what the user just said, at most k (k <= 0:
         one subcategory's); usually none. gate=false, or a min_score (cosine): raw top-k."""
-        ns = who()
+        ns = ctx.who()
         if not utterance.strip():
             raise ValueError("utterance must not be empty")
-        limits.check_utterance(utterance)
-        hits = mem().recall(utterance, ns, k=None if k <= 0 else min(k, 100), gate=gate, min_score=min_score)
-        return RecallResult(preferences=[sp(h.preference) for h in hits], scores=[round(h.score, 4) for h in hits],
+        ctx.limits.check_utterance(utterance)
+        hits = ctx.mem().recall(utterance, ns, k=None if k <= 0 else min(k, 100), gate=gate, min_score=min_score)
+        return RecallResult(preferences=[_sp(h.preference) for h in hits], scores=[round(h.score, 4) for h in hits],
                             why=[h.why for h in hits])
 
     @server.tool()
     @_refusals
     def list_preferences() -> PreferenceListing:
         """Everything stored about the user, with the sentence each preference came from."""
-        return PreferenceListing(preferences=[sp(p) for p in mem().preferences(who())])
+        return PreferenceListing(preferences=[_sp(p) for p in ctx.mem().preferences(ctx.who())])
 
     @server.tool()
     @_refusals
     def delete_preference(preference_id: Annotated[str, Field(max_length=100)]) -> StoredPreference:
         """Delete one stored preference (when the user asks to forget it)."""
-        ns = who()
+        ns = ctx.who()
         with _unknown("preference", preference_id):
-            return sp(mem().delete(ns, preference_id))
+            return _sp(ctx.mem().delete(ns, preference_id))
+
+    return [add, recall, list_preferences, delete_preference]
+
+
+def _observation_tools(server: "_Server", ctx: _Bound) -> list[Callable[..., Any]]:
+    """One-off choices: list, confirm (a preference at once), dismiss (erased)."""
 
     @server.tool()
     @_refusals
     def list_observations() -> ObservationListing:
         """One-off choices the user made (not preferences, never recalled), with what they said: ask the user
         whether to remember one (`confirm_observation`) or drop it (`dismiss_observation`)."""
-        return ObservationListing(observations=[ho(o) for o in mem().observations(who())])
+        return ObservationListing(observations=[_ho(o) for o in ctx.mem().observations(ctx.who())])
 
     @server.tool()
     @_refusals
     def confirm_observation(observation_id: Annotated[str, Field(max_length=100)]) -> StoredPreference:
         """The user wants this choice remembered: it becomes a preference at once."""
-        ns = who()
+        ns = ctx.who()
         with _unknown("observation", observation_id):
-            return sp(mem().confirm(ns, observation_id))
+            return _sp(ctx.mem().confirm(ns, observation_id))
 
     @server.tool()
     @_refusals
     def dismiss_observation(observation_id: Annotated[str, Field(max_length=100)]) -> HeldObservation:
         """The user does not want this choice kept: it is erased. Answers what was dismissed."""
-        ns = who()
-        m = mem()
+        ns = ctx.who()
+        m = ctx.mem()
         held = next((o for o in m.observations(ns) if o.id == observation_id), None)
         if held is None:
             raise ToolError(f"no observation {observation_id!r} for this user")
         m.dismiss(ns, observation_id)
-        return ho(held)
+        return _ho(held)
+
+    return [list_observations, confirm_observation, dismiss_observation]
+
+
+def _consent_tools(server: "_Server", ctx: _Bound) -> list[Callable[..., Any]]:
+    """Opt-outs and opt-ins, export, forget: the user's control over what is held."""
 
     @server.tool()
     @_refusals
     def opt_out(category: Category) -> OptOutResult:
         """Stop remembering a category the user no longer wants remembered; what is held there is erased."""
-        ns, m = who(), mem()
+        ns, m = ctx.who(), ctx.mem()
         prefix = m.schema.resolve_prefix(category)
-        return OptOutResult(category=prefix, purged=[sp(p) for p in m.opt_out(ns, prefix)])
+        return OptOutResult(category=prefix, purged=[_sp(p) for p in m.opt_out(ns, prefix)])
 
     @server.tool()
     @_refusals
     def opt_in(category: Category) -> OptInResult:
         """Remember a category again that the user opted out of (only when the user asks)."""
-        ns, m = who(), mem()
+        ns, m = ctx.who(), ctx.mem()
         prefix = m.schema.resolve_prefix(category)
         return OptInResult(category=prefix, opted_in=m.opt_in(ns, prefix))
 
@@ -353,18 +395,20 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
     @_refusals
     def export() -> UserExport:
         """Everything held about the user: preferences, opt-outs with their consent records, the audit log."""
-        ns = who()
-        return UserExport.model_validate(_renamed(mem().export(ns).model_dump(mode="json"), ns, binding.user))
+        ns = ctx.who()
+        return UserExport.model_validate(_renamed(ctx.mem().export(ns).model_dump(mode="json"), ns, ctx.binding.user))
 
     @server.tool()
     @_refusals
     def forget() -> ForgetResult:
         """Erase everything held about the user (only when the user asks to be forgotten); opt-outs stay."""
-        return ForgetResult(erased=mem().forget(who()))
+        return ForgetResult(erased=ctx.mem().forget(ctx.who()))
 
-    def he(e) -> HeldEpisode:
-        return HeldEpisode(id=e.id, text=e.text, tags=list(e.tags), day=e.day, term=e.term,
-                           source_turn_ids=list(e.source_turn_ids))
+    return [opt_out, opt_in, export, forget]
+
+
+def _episode_tools(server: "_Server", ctx: _Bound) -> list[Callable[..., Any]]:
+    """Episodic memory (where the operator turned it on): remember, recall, list, delete, opt out/in."""
 
     @server.tool()
     @_refusals
@@ -372,10 +416,10 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
                          day: Optional[date] = None, end_session: bool = False) -> RememberResult:
         """Remember what happened in a conversation (the user's and your turns, in order) as dated episodes, e.g.
         what you recommended (where the operator turned episodic memory on)."""
-        ns = who()
-        limits.check_turns(t.text for t in turns)
-        r = mem().remember_episode(Conversation(id="mcp", turns=tuple(turns)), ns, day=day, end_session=end_session)
-        return RememberResult(stored=[he(e) for e in r.stored], dropped=r.dropped, blocked=r.blocked)
+        ns = ctx.who()
+        ctx.limits.check_turns(t.text for t in turns)
+        r = ctx.mem().remember_episode(Conversation(id="mcp", turns=tuple(turns)), ns, day=day, end_session=end_session)
+        return RememberResult(stored=[_he(e) for e in r.stored], dropped=r.dropped, blocked=r.blocked)
 
     @server.tool()
     @_refusals
@@ -383,49 +427,43 @@ def build_server(memory: MemorySource, binding: Binding, limits: Optional[Conten
                         until: Optional[date] = None, gate: bool = True) -> EpisodeRecallResult:
         """What happened before that helps with what the user just said ("what was that restaurant you suggested on
         Tuesday?"), best first; nothing when memory is not needed."""
-        ns = who()
+        ns = ctx.who()
         if not utterance.strip():
             raise ValueError("utterance must not be empty")
-        limits.check_utterance(utterance)
-        r = mem().episodic_memory.search(utterance, ns, max(1, min(k, 100)), since, until, gate=gate)
-        return EpisodeRecallResult(retrieved=r.retrieved, reason=r.reason, episodes=[he(h.episode) for h in r.hits],
+        ctx.limits.check_utterance(utterance)
+        r = ctx.mem().episodic_memory.search(utterance, ns, max(1, min(k, 100)), since, until, gate=gate)
+        return EpisodeRecallResult(retrieved=r.retrieved, reason=r.reason, episodes=[_he(h.episode) for h in r.hits],
                                    scores=[h.score for h in r.hits], why=[h.why for h in r.hits])
 
     @server.tool()
     @_refusals
     def list_episodes() -> EpisodeListing:
         """Every episode held about the user, oldest day first."""
-        return EpisodeListing(episodes=[he(e) for e in mem().episodes(who())])
+        return EpisodeListing(episodes=[_he(e) for e in ctx.mem().episodes(ctx.who())])
 
     @server.tool()
     @_refusals
     def delete_episode(episode_id: Annotated[str, Field(max_length=100)]) -> HeldEpisode:
         """Delete one episode (when the user asks to forget it)."""
-        ns = who()
+        ns = ctx.who()
         with _unknown("episode", episode_id):
-            return he(mem().delete_episode(ns, episode_id))
+            return _he(ctx.mem().delete_episode(ns, episode_id))
 
     @server.tool()
     @_refusals
     def episode_opt_out(tag: Tag) -> EpisodeOptOutResult:
         """Stop keeping episodes about a topic the user no longer wants remembered; those held are erased."""
-        ns, m = who(), mem()
-        return EpisodeOptOutResult(tag=_tag(m, tag), purged=[he(e) for e in m.episode_opt_out(ns, tag)])
+        ns, m = ctx.who(), ctx.mem()
+        return EpisodeOptOutResult(tag=_tag(m, tag), purged=[_he(e) for e in m.episode_opt_out(ns, tag)])
 
     @server.tool()
     @_refusals
     def episode_opt_in(tag: Tag) -> EpisodeOptInResult:
         """Keep episodes about a topic again (only when the user asks)."""
-        ns, m = who(), mem()
+        ns, m = ctx.who(), ctx.mem()
         return EpisodeOptInResult(tag=_tag(m, tag), opted_in=m.episode_opt_in(ns, tag))
 
-    # what each tool accepts: anything else in a call is refused on the wire (see check_frame)
-    server.boundmem_arguments = {f.__name__: frozenset(inspect.signature(f).parameters)   # type: ignore[attr-defined]
-                                 for f in (add, recall, list_preferences, delete_preference, list_observations,
-                                           confirm_observation, dismiss_observation, opt_out, opt_in, export, forget,
-                                           remember_episode, recall_episodes, list_episodes, delete_episode,
-                                           episode_opt_out, episode_opt_in)}
-    return server
+    return [remember_episode, recall_episodes, list_episodes, delete_episode, episode_opt_out, episode_opt_in]
 
 
 def _tag(m: Memory, tag: str) -> str:
