@@ -140,6 +140,28 @@ def test_a_dated_question_finds_that_days_episode_first(mem):
     assert len(mem.recall_episodes("What did you suggest?", "ann", k=1, today=FRIDAY)) == 1
 
 
+def test_a_dated_recall_question_gets_its_episode_under_the_cutoff_an_unrelated_request_none(mem):
+    """The cutoff guards what the controller let through only because a stored episode was near (near=0: every
+    request is near); a recall question says the answer is in memory, so it gets the best k however low the cosine:
+    the same decision as `boundmem caim` (caim.controller.cutoff_applies)."""
+    from boundmem.caim.retrieval import RetrievalParams
+    from boundmem.episodes import EpisodicMemory
+
+    mem._episodic_memory = EpisodicMemory(mem.store, mem.embedder, mem.episodic, params=RetrievalParams(
+        pool=0, tag_bonus=0.0, date_bonus=0.0, cutoff=0.95, near=0.0))
+    mem.remember_episode(DINNER, "ann", day=TUESDAY)
+    mem.remember_episode(JAZZ, "ann", day=THURSDAY)
+    asked = "What was that restaurant you suggested on Tuesday?"
+    hits = mem.recall_episodes(asked, "ann", today=FRIDAY)
+    assert hits and "Green Leaf" in hits[0].episode.text and all(h.score < 0.95 for h in hits)
+    got = mem.recall_all(asked, "ann", today=FRIDAY)
+    assert "Green Leaf" in got.episodes.hits[0].episode.text
+    for unrelated in ("What's the weather like?", "Cinema popcorn prices"):
+        r = mem.episodic_memory.search(unrelated, "ann", today=FRIDAY)
+        assert r.retrieved and r.reason.startswith("close to a stored memory") and r.hits == []
+        assert mem.recall_all(unrelated, "ann", today=FRIDAY).episodes.hits == []
+
+
 @pytest.mark.parametrize("said", ["thanks, that's all", "hello there", "What's the weather like?"])
 def test_the_controller_declines_requests_no_memory_should_shape(mem, said):
     mem.remember_episode(DINNER, "ann", day=TUESDAY)

@@ -25,7 +25,7 @@ import numpy as np
 
 from .caim.base import DialogueTurn
 from .caim.compress import guard_verbatim
-from .caim.controller import GatedController, open_request
+from .caim.controller import GatedController, cutoff_applies
 from .caim.dates import parse_date_range
 from .caim.models import Thought, ThoughtDraft
 from .caim.ontology import Ontology, builtin_ontology, load_ontology
@@ -217,8 +217,9 @@ class EpisodicMemory:
     def search(self, utterance: str, user: str, k: int = 5, since: Optional[date] = None,
                until: Optional[date] = None, today: Optional[date] = None, gate: bool = True) -> EpisodeRecall:
         """CAIM's retrieval over the user's episodes of days since..until: dense cosine, a bonus for a tag shared
-        with the request and for the day it names ("on Tuesday", relative to `today`), a relevance cutoff (not for
-        requests for advice or a task, whose relevant memories are worded unlike them). With `gate`, CAIM's
+        with the request and for the day it names ("on Tuesday", relative to `today`), and CAIM's relevance cutoff
+        where `caim.controller.cutoff_applies` says so (not for requests for advice or a task, whose relevant memories
+        are worded unlike them, nor for recall questions, which say the answer is in memory). With `gate`, CAIM's
         controller first decides whether the request needs memory at all (small talk and unrelated requests do
         not); `retrieved` says what it decided."""
         self.require(user)
@@ -240,7 +241,7 @@ class EpisodicMemory:
         qtags = self.tagger.tags(utterance, 3)
         tag_sim = np.array([tag_similarity(qtags, e.tags) for e in eps], np.float32) if qtags \
             else np.zeros(len(eps), np.float32)
-        top = rank(cos, tag_sim, in_range, self.params, k, use_filter=not open_request(utterance, today))
+        top = rank(cos, tag_sim, in_range, self.params, k, use_filter=cutoff_applies(utterance, today))
         hits = [EpisodeHit(episode=eps[i], score=round(s, 4), why=_why(float(cos[i]), qtags, eps[i], when, in_range[i]))
                 for i, s in top]
         return EpisodeRecall(retrieved=True, reason=reason, hits=hits)

@@ -225,6 +225,14 @@ def recall_question(query: str, today: Optional[date] = None) -> bool:
     return r is not None and not r.startswith("asks for a recommendation")
 
 
+def cutoff_applies(query: str, today: Optional[date] = None) -> bool:
+    """Whether retrieval for `query` keeps only what clears the relevance cutoff. Not for a request for advice or a
+    task (`open_request`: its relevant memories, the user's tastes, are worded unlike it) nor for a recall question
+    (`recall_question`: the user says the answer is in memory): the cutoff guards what the controller retrieved only
+    because a stored memory was near. One decision for CAIM (`caim.system`) and Memory's episodes (`episodes.py`)."""
+    return not (open_request(query, today) or recall_question(query, today))
+
+
 class GatedController:
     """CAIM's decision: base controller, or an advice request, or a nearby stored memory; small talk declines.
 

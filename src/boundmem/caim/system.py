@@ -33,7 +33,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from .base import DialogueTurn, MemoryItem, RetrievalResult, StorageStats
-from .controller import Controller, GatedController, LLMController, RuleController, open_request, recall_question
+from .controller import Controller, GatedController, LLMController, RuleController, cutoff_applies
 from .dates import DateRange, parse_date_range
 from .fallback import Fallback, FailureCount
 from .models import Thought, turn_id
@@ -110,8 +110,7 @@ class QueryContext:
     tag_sim: np.ndarray
     in_range: np.ndarray
     stm: list[DialogueTurn] = field(default_factory=list)
-    request: bool = False  # a request for advice/a task (not a recall question): no relevance cutoff
-    recall: bool = False  # a question about the user's past or own facts (caim.controller.recall_question): no cutoff
+    cutoff: bool = True  # the relevance cutoff applies (caim.controller.cutoff_applies: not to requests, recall questions)
     src_cos: Optional[np.ndarray] = None  # per thought: best cosine of its kept source turns (-1: none)
     summaries: list[Thought] = field(default_factory=list)  # day-summary units (caim.sources), not stored
     sum_cos: Optional[np.ndarray] = None
@@ -284,8 +283,7 @@ class CAIM:
 
         ctx = QueryContext(user=user, query=query, today=today, thoughts=thoughts, cos=cos, tags=[], when=when,
                            tag_sim=np.zeros(n, np.float32), in_range=in_range(thoughts), stm=stm,
-                           request=open_request(query, today), recall=recall_question(query, today),
-                           src_cos=src_cos, summaries=summaries,
+                           cutoff=cutoff_applies(query, today), src_cos=src_cos, summaries=summaries,
                            sum_cos=sum_cos, sum_in_range=in_range(summaries) if summaries else None)
         return self.add_tags(ctx) if with_tags else ctx
 
@@ -313,9 +311,8 @@ class CAIM:
         units = units[: len(cos)]  # summaries only when weighted in
         best = int(np.lexsort((np.arange(len(cos)), -cos))[0])
         if isinstance(self.relevance, EmbeddingRelevance):
-            # a request's relevant memories are the user's tastes, worded unlike it; a recall question says the answer
-            # is in memory: the best k, no cutoff (it guards retrievals made only because a stored memory was near)
-            use_filter = self.use_filter and not ctx.request and not ctx.recall
+            # requests and recall questions get the best k; the cutoff guards retrievals made for a nearby memory
+            use_filter = self.use_filter and ctx.cutoff
             ranked = rank(cos, tag_sim, in_range, p, len(units), use_filter=use_filter)
             return fold(units, ranked, k, keep=best if (not use_filter or cos[best] >= p.cutoff) else -1)
         # another relevance filter (the LLM): it sees the soft-ranked pool; the strong dense hit is kept after it
