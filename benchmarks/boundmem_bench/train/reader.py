@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from boundmem.extract import reader_input as RI
-from boundmem.schema.load import builtin_schema, load_schema
+from boundmem.schema.load import load_schema
 
 from .reader_data import SCHEMA_FILES, Row, annotated_files, manifest, read_jsonl, slurp_rows
 
@@ -28,7 +28,7 @@ OUT = Path(__file__).resolve().parents[3] / "src/boundmem/extract/data/reader"
 
 
 def load_schemas() -> dict:
-    return {name: (builtin_schema("incar") if path is None else load_schema(path)) for name, path in SCHEMA_FILES.items()}
+    return {name: load_schema(path) for name, path in SCHEMA_FILES.items()}
 
 
 def label_vectors(schemas: dict, embedder) -> dict:
@@ -242,8 +242,8 @@ def main(argv=None) -> int:
     heads = model.heads
     meta = {"input_version": RI.INPUT_VERSION, "seed": args.seed, "epochs": args.epochs, "batch": args.batch,
             "trained_on": sorted({r.writer for r in train_rows}), "rows": len(train_rows), "data": manifest(files),
-            "category_scale": float(heads.cat_scale), "category_none": float(heads.cat_none),
-            "item_scale": float(heads.item_scale), "item_none": float(heads.item_none),
+            "category_scale": heads.cat_scale.item(), "category_none": heads.cat_none.item(),
+            "item_scale": heads.item_scale.item(), "item_none": heads.item_none.item(),
             "command": "python -m boundmem_bench.train.reader " + " ".join(argv or [])}
     (args.out / "training.json").write_text(json.dumps(meta, indent=1))
     print("exported to", args.out, flush=True)

@@ -15,17 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-HERE = Path(__file__).resolve().parents[1] / "reader_data"
+from .reader_validate import HERE, SCHEMA_FILES, locate
+
 HELD_OUT = frozenset({"w02", "w06", "w12"})
 DEV = frozenset({"w05", "w10"})
-SCHEMA_FILES = {
-    "incar": None,   # the bundled in-car schema
-    "smarthome": Path(__file__).resolve().parents[3] / "src/boundmem/schema/data/smarthome.yaml",
-    "support": HERE / "schemas/support.yaml",
-    "persona": HERE / "schemas/persona.yaml",
-    "travel": HERE.parent / "challenge_data/travel.yaml",
-    "smarthome-challenge": HERE.parent / "challenge_data/smarthome.yaml",
-}
+
 
 
 @dataclass
@@ -66,19 +60,10 @@ class Row:
         return "train"
 
 
-def _locate(text: str, span: str, occurrence: int = 1) -> int:
-    start = -1
-    for _ in range(occurrence):
-        start = text.find(span, start + 1)
-        if start < 0:
-            return -1
-    return start
-
-
 def parse(line: dict) -> Optional[Row]:
     spans = []
     for sp in line.get("spans") or []:
-        at = _locate(line["text"], sp["text"], int(sp.get("occurrence", 1)))
+        at = locate(line["text"], sp["text"], int(sp.get("occurrence", 1)))
         if at < 0:
             return None
         spans.append(Span(at, at + len(sp["text"]), sp.get("detail"), sp.get("item"), sp["polarity"],

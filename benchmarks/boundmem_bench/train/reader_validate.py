@@ -1,7 +1,7 @@
 """Check written reader data against WRITING.md: spans are exact substrings, categories and items exist in the schema.
 
 Standalone (PyYAML only) so writers can run it before the project is installed:
-    python benchmarks/boundmem_bench/reader_data/validate.py written/w01.jsonl [...]
+    python benchmarks/boundmem_bench/train/reader_validate.py written/w01.jsonl [...]   (from reader_data/)
 """
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from pathlib import Path
 
 import yaml
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "reader_data"
 SCHEMA_FILES = {
     "incar": HERE.parents[2] / "src/boundmem/schema/data/incar.yaml",
     "smarthome": HERE.parents[2] / "src/boundmem/schema/data/smarthome.yaml",
     "support": HERE / "schemas/support.yaml",
     "persona": HERE / "schemas/persona.yaml",
     "travel": HERE.parent / "challenge_data/travel.yaml",
+    "smarthome-challenge": HERE.parent / "challenge_data/smarthome.yaml",
 }
 KINDS = {"lasting", "terse_answer", "negation", "real_names", "multi", "buried", "correction", "hedge",
          "other_people", "oneoff_lasting", "oneoff_command", "question", "chitchat", "out_of_schema", "non_english",
