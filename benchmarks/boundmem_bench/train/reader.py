@@ -48,15 +48,26 @@ def label_vectors(schemas: dict, embedder) -> dict:
     return out
 
 
-def encode_row(tok, row: Row, labels: dict):
+def span_targets(sp, first: int, last: int, schema: str, labels: dict) -> tuple:
+    names = labels[schema]["names"]
+    cat = names.index(sp.detail) if sp.detail in names else len(names)   # len(names) = none of these
+    item = -100
+    if sp.detail in labels[schema]["items"]:
+        options = labels[schema]["items"][sp.detail][0]
+        item = options.index(sp.item) if sp.item in options else len(options)
+    return (first, last, RI.POLARITY.index(sp.polarity), RI.EVIDENCE.index(sp.evidence),
+            RI.HOLDER.index(sp.holder), cat, item, sp.detail)
+
+
+def encode_row(tok, row: Row, labels: dict, turn_negative: bool):
     """One training example: the first window of the turn, BIO labels over the user's word-pieces, and the spans
-    inside it with their head targets."""
+    inside it with their head targets. Closed items the whole turn implies are read at [CLS] (position 0); a turn
+    that implies none is, when `turn_negative`, a [CLS] example of "none of these" (its other labels ignored)."""
     w = RI.windows(tok, row.context, row.text)[0]
     bio = [-100] * len(w.ids)
     for k in range(len(w.text_offsets)):
         bio[w.text_start + k] = 0
     spans = []
-    names = labels[row.schema]["names"]
     for sp in row.spans:
         pieces = [k for k, (a, b) in enumerate(w.text_offsets) if a < sp.end and b > sp.start]
         if not pieces:
@@ -65,14 +76,25 @@ def encode_row(tok, row: Row, labels: dict):
         bio[first] = 1
         for k in range(first + 1, last + 1):
             bio[k] = 2
-        cat = names.index(sp.detail) if sp.detail in names else len(names)   # len(names) = none of these
-        item = -100
-        if sp.detail in labels[row.schema]["items"]:
-            options = labels[row.schema]["items"][sp.detail][0]
-            item = options.index(sp.item) if sp.item in options else len(options)
-        spans.append((first, last, RI.POLARITY.index(sp.polarity), RI.EVIDENCE.index(sp.evidence),
-                      RI.HOLDER.index(sp.holder), cat, item, sp.detail))
+        spans.append(span_targets(sp, first, last, row.schema, labels))
+    spans += [span_targets(sp, 0, 0, row.schema, labels) for sp in row.implied]
+    if not row.implied and turn_negative:
+        spans.append((0, 0, -100, -100, -100, len(labels[row.schema]["names"]), -100, None))
     return w, bio, spans, row.schema
+
+
+def batches(examples: list, batch: int, rng: random.Random) -> list[list]:
+    """Batches of similar length (sorted within shuffled pools of 50 batches), in shuffled order: padding is the
+    cost that dominates on short turns."""
+    order = list(range(len(examples)))
+    rng.shuffle(order)
+    out = []
+    pool_size = batch * 50
+    for at in range(0, len(order), pool_size):
+        pool = sorted(order[at:at + pool_size], key=lambda i: len(examples[i][0].ids))
+        out += [[examples[i] for i in pool[k:k + batch]] for k in range(0, len(pool), batch)]
+    rng.shuffle(out)
+    return out
 
 
 def build_model(torch):
@@ -120,27 +142,25 @@ def train(rows: list[Row], labels: dict, epochs: int, seed: int, batch: int, log
     torch.manual_seed(seed)
     random.seed(seed)
     torch.set_num_threads(2)
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(str(RI.TOKENIZER))
-    examples = [encode_row(tok, r, labels) for r in rows]
+    tok = RI.load_tokenizer()
+    rng = random.Random(seed)
+    examples = [encode_row(tok, r, labels, turn_negative=rng.random() < 0.25) for r in rows]
     model = build_model(torch)
+    for p in model.bert.embeddings.parameters():   # word vectors stay as pre-trained: names never seen in training
+        p.requires_grad = False                    # keep their neighbours (and the optimizer skips 12M weights)
     heads_params = [p for n, p in model.named_parameters() if not n.startswith("bert.")]
-    opt = torch.optim.AdamW([{"params": model.bert.parameters(), "lr": 5e-5},
+    opt = torch.optim.AdamW([{"params": [p for p in model.bert.parameters() if p.requires_grad], "lr": 5e-5},
                              {"params": heads_params, "lr": 1e-3}], weight_decay=0.01)
-    steps = epochs * ((len(examples) + batch - 1) // batch)
+    steps = epochs * len(batches(examples, batch, random.Random(0)))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 100) * max(0.0, 1 - s / steps))
     cats = {k: torch.tensor(v["cats"]) for k, v in labels.items()}
     items = {(k, d): torch.tensor(vec) for k, v in labels.items() for d, (_, vec) in v["items"].items()}
     ce = torch.nn.functional.cross_entropy
-    bio_weight = torch.tensor([1.0, 3.0, 2.0])
+    bio_weight = torch.tensor([1.0, 1.5, 1.5])
     model.train()
     t0, step = time.time(), 0
     for epoch in range(epochs):
-        order = list(range(len(examples)))
-        random.shuffle(order)
-        for at in range(0, len(order), batch):
-            chunk = [examples[i] for i in order[at:at + batch]]
+        for chunk in batches(examples, batch, rng):
             ids, mask, types = RI.pad([c[0] for c in chunk])
             n = len(ids[0])
             bio_t = torch.tensor([c[1] + [-100] * (n - len(c[1])) for c in chunk])
@@ -153,8 +173,10 @@ def train(rows: list[Row], labels: dict, epochs: int, seed: int, batch: int, log
                     meta.append((c[3], *sp[2:]))
             if pooled:
                 pol, evid, hold, catv, itemv = model.heads(torch.stack(pooled))
-                loss = loss + ce(pol, torch.tensor([m[1] for m in meta])) + ce(evid, torch.tensor([m[2] for m in meta])) \
-                    + ce(hold, torch.tensor([m[3] for m in meta]))
+                for logits, k in ((pol, 1), (evid, 2), (hold, 3)):
+                    target = torch.tensor([m[k] for m in meta])
+                    if (target >= 0).any():
+                        loss = loss + ce(logits, target, ignore_index=-100)
                 cat_losses, item_losses = [], []
                 for j, m in enumerate(meta):
                     schema, cat, item, detail = m[0], m[4], m[5], m[6]

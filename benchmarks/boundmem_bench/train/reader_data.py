@@ -2,7 +2,8 @@
 (reader_data/real) and SLURP devel's slot spans converted to the same format; split by whole writer.
 
 Splits are fixed here, before any training, and never chosen by results:
-- held out (reported, never trained on or tuned with): writers w02, w06, w12, and half of SLURP devel;
+- held out (reported, never trained on or tuned with): writers w02, w06, w12, w18, half of SLURP devel and the
+  Synthetic-Persona-Chat conversations annotated as `spc-heldout`;
 - dev (thresholds are calibrated on it, not trained on): writers w05, w10;
 - train: every other writer, the CarMem annotations (users 51-100 only), the other half of SLURP devel.
 """
@@ -17,7 +18,7 @@ from typing import Iterable, Optional
 
 from .reader_validate import HERE, SCHEMA_FILES, locate
 
-HELD_OUT = frozenset({"w02", "w06", "w12"})
+HELD_OUT = frozenset({"w02", "w06", "w12", "w18"})
 DEV = frozenset({"w05", "w10"})
 
 
@@ -50,10 +51,11 @@ class Row:
     text: str
     spans: list[Span] = field(default_factory=list)
     conv: Optional[str] = None
+    implied: list[Span] = field(default_factory=list)   # closed items the whole turn implies (start = end = 0)
 
     @property
     def split(self) -> str:
-        if self.writer in HELD_OUT or self.writer == "slurp-heldout":
+        if self.writer in HELD_OUT or self.writer in ("slurp-heldout", "spc-heldout"):
             return "heldout"
         if self.writer in DEV:
             return "dev"
@@ -68,8 +70,10 @@ def parse(line: dict) -> Optional[Row]:
             return None
         spans.append(Span(at, at + len(sp["text"]), sp.get("detail"), sp.get("item"), sp["polarity"],
                           sp["evidence"], sp["holder"], sp.get("refers")))
+    implied = [Span(0, 0, d["detail"], d.get("item"), d["polarity"], d["evidence"], d.get("holder", "self"))
+               for d in line.get("implied") or []]
     return Row(line["id"], line["writer"], line["schema"], line.get("style", "written"), line.get("kind", ""),
-               line.get("context") or "", line["text"], spans, line.get("conv"))
+               line.get("context") or "", line["text"], spans, line.get("conv"), implied)
 
 
 def read_jsonl(paths: Iterable[Path]) -> list[Row]:

@@ -15,8 +15,7 @@ HERE = Path(__file__).resolve().parents[1] / "reader_data"
 SCHEMA_FILES = {
     "incar": HERE.parents[2] / "src/boundmem/schema/data/incar.yaml",
     "smarthome": HERE.parents[2] / "src/boundmem/schema/data/smarthome.yaml",
-    "support": HERE / "schemas/support.yaml",
-    "persona": HERE / "schemas/persona.yaml",
+    **{p.stem: p for p in sorted((HERE / "schemas").glob("*.yaml"))},   # writers' own schemas: support, persona...
     "travel": HERE.parent / "challenge_data/travel.yaml",
     "smarthome-challenge": HERE.parent / "challenge_data/smarthome.yaml",
 }

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from ..schema.model import DetailRef
 
-INPUT_VERSION = "reader-input-1"
+INPUT_VERSION = "reader-input-2"
 TOKENIZER = Path(__file__).resolve().parents[1] / "embed" / "data" / "minilm-tokenizer.json"
 MAX_CONTEXT = 32   # word-pieces of the assistant turn kept (its end: the question it just asked)
 MAX_TEXT = 96      # word-pieces of the user turn per window; a longer turn is read in overlapping windows
@@ -24,6 +24,16 @@ BIO = ("O", "B", "I")
 POLARITY = ("like", "dislike", "indifferent")
 EVIDENCE = ("stated", "observed", "none")
 HOLDER = ("self", "other")
+
+
+def load_tokenizer():
+    """The bundled MiniLM word-piece tokenizer with its fixed padding and truncation off: windows are cut here."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(TOKENIZER))
+    tok.no_padding()
+    tok.no_truncation()
+    return tok
 
 
 @dataclass(frozen=True)

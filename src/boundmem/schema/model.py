@@ -12,7 +12,7 @@ import re
 from functools import cached_property
 from typing import Iterable, Iterator, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from ..errors import InputError
 from .display import clean_label
@@ -138,6 +138,13 @@ class Schema(BaseModel):
     version: str = "1"
     description: str = ""
     mains: tuple[MainCategory, ...]
+    _unpruned: Optional["Schema"] = PrivateAttr(default=None)
+
+    @property
+    def unpruned(self) -> "Schema":
+        """The operator's whole schema this one was pruned from (itself if it was not): an extractor reads a turn
+        against every category, so words about an opted-out one are dropped, not filed under a neighbour."""
+        return self._unpruned or self
 
     @model_validator(mode="after")
     def _unique_keys(self):
@@ -234,7 +241,10 @@ class Schema(BaseModel):
                     subs.append(s.model_copy(update={"details": ds}))
             if subs:
                 mains.append(m.model_copy(update={"subs": tuple(subs)}))
-        return Schema.model_construct(name=self.name, version=self.version, description=self.description, mains=tuple(mains))
+        pruned = Schema.model_construct(name=self.name, version=self.version, description=self.description,
+                                        mains=tuple(mains))
+        pruned._unpruned = self.unpruned
+        return pruned
 
     def allows(self, path: CategoryPath | str) -> bool:
         try:

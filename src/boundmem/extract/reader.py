@@ -1,0 +1,213 @@
+"""The default extractor: the trained reader (offline, CPU, ONNX), no rules.
+
+Each user turn is read with the assistant turn before it (an answer to "which charging network do you use?" is
+"Ionity, always"). The reader tags value spans in the user's own words and says, per span, its polarity, whether it
+is a lasting preference (stated), a one-off choice (observed) or no evidence (a hypothetical, a hedge, a question,
+a corrected-away value), and whose it is. Here those readings become candidates:
+
+- the category is the one of the operator's schema whose description the span's vector is closest to, against a
+  learned "none of these" (so any schema is read without retraining), scored against the whole schema so a span
+  about an opted-out category is dropped rather than filed under a neighbour;
+- the value is the user's words (open categories) or the listed item the span's vector picks out of the category's
+  items (closed ones), or the listed item the span names; with neither, nothing is stored;
+- another person's tastes and spans that are not evidence are never stored; a value the user corrects away later in
+  the conversation ("no, I said Aldi, not Lidl") is dropped; a pronoun ("love it") takes the value it refers to,
+  from earlier in the turn or from the assistant's question.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..models import Candidate, Conversation
+from ..schema.model import DetailRef, Schema
+from . import reader_input as RI
+from .base import Extraction
+from .reader_model import ReaderModel, SpanReading, _softmax
+from .speech import is_english
+
+# Words that stand for a value said elsewhere. A model cannot store them as values; the value they refer to is found
+# instead (the reader tags them where the writers did: "my wife loves jazz but I can't stand *it*").
+PRONOUNS = frozenset({"it", "that", "this", "them", "those", "these", "they", "one", "ones", "that one", "this one",
+                      "the one", "there", "him", "her", "em", "'em"})
+_TRIM = " \t\n,.;:!?\"'()[]{}-\u2013\u2014\u2026"
+
+
+@dataclass(frozen=True)
+class _Labels:
+    """One schema's category and item vectors (the run-time embedder over the operator's descriptions)."""
+
+    refs: tuple[DetailRef, ...]
+    cats: np.ndarray
+    items: dict[str, tuple[tuple[str, ...], np.ndarray]]
+
+
+@dataclass
+class _Read:
+    """One span's decision: where it is, what it would store, and whether it may be stored."""
+
+    turn: int
+    start: int
+    ref: DetailRef
+    value: str
+    polarity: str
+    evidence: str       # stated / observed / none
+    self_held: bool
+    confidence: float
+    span: str
+
+
+class ReaderExtractor:
+    """Reads conversations with the trained reader; `embedder` scores spans against the schema's descriptions."""
+
+    def __init__(self, embedder, model: Optional[ReaderModel] = None, cache_size: int = 32):
+        self.embedder = embedder
+        self.model = model or ReaderModel()
+        self._labels: OrderedDict[str, _Labels] = OrderedDict()
+        self._lock = threading.Lock()
+        self._cache_size = cache_size
+
+    def warm(self, schema: Schema) -> None:
+        self.model.warm()
+        self._labels_for(schema.unpruned)
+
+    def extract(self, conversation: Conversation, schema: Schema) -> Extraction:
+        return Extraction(candidates=self.extract_many([conversation], schema)[0])
+
+    def extract_many(self, conversations: Sequence[Conversation], schema: Schema) -> list[list[Candidate]]:
+        labels = self._labels_for(schema.unpruned)
+        units = []   # (conversation, turn index, context, text)
+        for c, conv in enumerate(conversations):
+            before = ""
+            for i, turn in enumerate(conv.turns):
+                if turn.role == "assistant":
+                    before = turn.text
+                    continue
+                if is_english(turn.text):
+                    units.append((c, i, before, turn.text))
+                before = ""
+        readings = self.model.read_many([(u[2], u[3]) for u in units]) if units else []
+        per_conv: list[list[_Read]] = [[] for _ in conversations]
+        for (c, i, ctx, text), spans in zip(units, readings):
+            per_conv[c] += self._decide(labels, i, ctx, spans)
+        return [self._candidates(reads, conv, schema) for reads, conv in zip(per_conv, conversations)]
+
+    # --- one turn ----------------------------------------------------------------------------------------------
+    def _decide(self, labels: _Labels, turn: int, context: str, spans: list[SpanReading]) -> list[_Read]:
+        s = self.model.settings
+        out: list[_Read] = []
+        for r in spans:
+            if not r.whole_turn and r.value < s.span:
+                continue
+            probs = _softmax(np.append(s.category_scale * (labels.cats @ r.category), s.category_none))
+            best = int(probs[:-1].argmax())
+            if probs[best] < (s.implied if r.whole_turn else s.category):
+                continue
+            ref = labels.refs[best]
+            value = self._value(labels, ref, r, out, context)
+            if value is None:
+                continue
+            evidence = RI.EVIDENCE[int(r.evidence.argmax())]
+            if evidence != "none" and r.evidence[RI.EVIDENCE.index(evidence)] - r.evidence[2] < s.evidence:
+                evidence = "none"
+            out.append(_Read(turn, r.start, ref, value, RI.POLARITY[int(r.polarity.argmax())], evidence,
+                             r.holder[1] <= s.other, round(float(probs[best]) * (1.0 if r.whole_turn else r.value), 4),
+                             r.text))
+        return out
+
+    def _value(self, labels: _Labels, ref: DetailRef, r: SpanReading, earlier: list[_Read], context: str) -> Optional[str]:
+        """The value to store: a listed item (closed categories) or the user's words (open ones); None: nothing."""
+        s = self.model.settings
+        if ref.detail.name in labels.items:
+            names, vecs = labels.items[ref.detail.name]
+            probs = _softmax(np.append(s.item_scale * (vecs @ r.item), s.item_none))
+            best = int(probs[:-1].argmax())
+            if probs[best] >= (s.implied if r.whole_turn else s.item):
+                return names[best]
+            words = r.text.casefold()
+            named = [n for n in names if len(_bare(n)) > 2 and _bare(n) in words]
+            return named[0] if len(named) == 1 else None
+        if r.whole_turn:
+            return None
+        text = r.text.strip(_TRIM)
+        if text.casefold() in PRONOUNS:
+            return self._referent(ref, earlier, context)
+        listed = {a.casefold(): a for a in ref.detail.attributes}
+        return listed.get(text.casefold(), text) if text else None
+
+    def _referent(self, ref: DetailRef, earlier: list[_Read], context: str) -> Optional[str]:
+        """What a pronoun stands for: the last value of its category earlier in the turn, else the one the assistant's
+        turn names (read as if said, so the same model finds it)."""
+        same = [e.value for e in earlier if e.ref.path == ref.path and e.value.casefold() not in PRONOUNS]
+        if same:
+            return same[-1]
+        if not context:
+            return None
+        for r in self.model.read_many([("", context)])[0]:
+            if not r.whole_turn and r.value >= self.model.settings.span:
+                value = r.text.strip(_TRIM)
+                if value and value.casefold() not in PRONOUNS:
+                    return value
+        return None
+
+    # --- one conversation --------------------------------------------------------------------------------------
+    def _candidates(self, reads: list[_Read], conv: Conversation, schema: Schema) -> list[Candidate]:
+        """Stored evidence of the speaker, minus what is corrected away later, one value per single-valued category
+        and polarity (the last said: "feet, not face" keeps both), one candidate per category, value and polarity."""
+        kept: list[_Read] = []
+        for r in reads:
+            if r.evidence == "none":
+                key = (r.ref.path, r.value.casefold())
+                kept = [k for k in kept if (k.ref.path, k.value.casefold()) != key]   # corrected away
+                continue
+            if r.self_held and schema.allows(r.ref.path):
+                kept.append(r)
+        best: dict[tuple, _Read] = {}
+        last: dict[tuple, _Read] = {}
+        for r in kept:
+            if not r.ref.detail.multiple and r.evidence == "stated":
+                last[(str(r.ref.path), r.polarity)] = r
+        for r in kept:
+            single = last.get((str(r.ref.path), r.polarity))
+            if single is not None and r.evidence == "stated" and r is not single:
+                continue
+            key = (str(r.ref.path), r.value.casefold(), r.polarity)
+            prev = best.get(key)
+            if prev is None or (r.evidence == "stated", r.confidence) > (prev.evidence == "stated", prev.confidence):
+                best[key] = r
+        return [Candidate(path=r.ref.path, attribute=r.value[:200], sentence=conv.turns[r.turn].text,
+                          confidence=min(1.0, r.confidence), cue=f"reader: {r.evidence}", polarity=r.polarity,
+                          evidence=r.evidence, span=r.span) for r in best.values()]
+
+    def _labels_for(self, schema: Schema) -> _Labels:
+        texts = [RI.category_text(r) + "|" + "|".join(r.detail.attributes) for r in schema.details()]
+        key = hashlib.sha256("\n".join(texts).encode()).hexdigest()
+        with self._lock:
+            hit = self._labels.get(key)
+            if hit is not None:
+                self._labels.move_to_end(key)
+                return hit
+        refs = tuple(schema.details())
+        cats = np.asarray(self.embedder.embed([RI.category_text(r) for r in refs]), np.float32)
+        items = {}
+        for r in refs:
+            if r.detail.value_kind == "closed" and r.detail.attributes:
+                names = tuple(r.detail.attributes)
+                items[r.detail.name] = (names, np.asarray(self.embedder.embed([RI.item_text(r, a) for a in names]),
+                                                          np.float32))
+        labels = _Labels(refs, cats, items)
+        with self._lock:
+            self._labels[key] = labels
+            while len(self._labels) > self._cache_size:
+                self._labels.popitem(last=False)
+        return labels
+
+
+def _bare(item: str) -> str:
+    """A listed item as a user would say it ("Highways (motorways)" -> "highways")."""
+    return item.split("(")[0].strip().casefold()
