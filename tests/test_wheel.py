@@ -26,12 +26,13 @@ def wheel_names(tmp_path_factory) -> list[str]:
 
 def test_the_wheel_carries_no_benchmark(wheel_names):
     bad = [n for n in wheel_names if "bench" in n.split("/")[0] or "/bench/" in n or n.endswith("_training.py")
-           or "challenge_data" in n or n.endswith("lasting_corpus.jsonl")]
+           or "challenge_data" in n or "reader_data" in n or n.endswith("encoder-fp32.onnx")]
     assert not bad, bad
 
 
 def test_the_wheel_carries_what_the_runtime_loads(wheel_names):
-    for needed in ("boundmem/schema/data/", "boundmem/extract/data/lasting.npz", "boundmem/maintain/data/polarity_minilm.npz",
+    for needed in ("boundmem/schema/data/", "boundmem/extract/data/reader/encoder.onnx",
+                   "boundmem/extract/data/reader/heads.onnx", "boundmem/extract/data/reader/reader.json", "boundmem/maintain/data/polarity_minilm.npz",
                    "boundmem/embed/data/minilm-tokenizer.json",
                    "boundmem/retrieve/data/recall_gate.json", "boundmem/cli/root.py", "boundmem/service/static/"):
         assert any(n.startswith(needed) for n in wheel_names), needed

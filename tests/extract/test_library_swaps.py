@@ -1,4 +1,4 @@
-"""Issue 19's library swaps keep the behaviour: spoken numbers by text2num (extract/vocabulary.spoken_numbers) and
+"""Issue 19's library swaps keep the behaviour: spoken numbers by text2num (retrieve/vocabulary.spoken_numbers) and
 the English detector by py3langid (extract/speech.is_english). The hand-written versions they replaced are kept
 here as the reference; where the two differ, the case is listed (mostly where the library is right, and the known
 price where it is not)."""
@@ -9,7 +9,7 @@ import re
 import pytest
 
 from boundmem.extract.speech import is_english
-from boundmem.extract.vocabulary import spoken_numbers
+from boundmem.retrieve.vocabulary import spoken_numbers
 
 _UNITS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen "
                                      "fourteen fifteen sixteen seventeen eighteen nineteen".split())}

@@ -22,7 +22,7 @@ import numpy as np
 from boundmem.extract import reader_input as RI
 from boundmem.schema.load import load_schema
 
-from .reader_data import SCHEMA_FILES, Row, annotated_files, manifest, read_jsonl, slurp_rows
+from .reader_data import SCHEMA_FILES, Row, annotated_files, manifest, read_jsonl, slurp_rows, spoken_copy
 
 OUT = Path(__file__).resolve().parents[3] / "src/boundmem/extract/data/reader"
 
@@ -237,12 +237,19 @@ def export(model, out: Path, int8: bool) -> None:
         fp32.replace(out / "encoder.onnx")
 
 
+def training_files(files: list[Path], keep: set[str]) -> list[Path]:
+    """The data files the model learns from (a file of held-out or dev lines only is not one of its inputs)."""
+    return [f for f in files if f.suffix == ".jsonl" and (f.name == "devel_slots.jsonl" or
+                                                          any(r.split in keep for r in read_jsonl([f])))]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--slurp", type=Path, help="SLURP devel_slots.jsonl (half of it trains, half is held out)")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--spoken", type=float, default=0.33, help="share of written lines added in spoken form")
     ap.add_argument("--include-dev", action="store_true", help="train on the dev writers too (thresholds as given)")
     ap.add_argument("--fp32", action="store_true", help="ship the fp32 encoder instead of int8")
     ap.add_argument("--out", type=Path, default=OUT)
@@ -257,13 +264,17 @@ def main(argv=None) -> int:
         files = [*files, args.slurp]
     keep = {"train", "dev"} if args.include_dev else {"train"}
     train_rows = [r for r in rows if r.split in keep]
+    pick = random.Random(args.seed)   # a third of the written lines also as a speech recogniser would give them
+    train_rows += [c for r in train_rows if r.style == "written" and pick.random() < args.spoken
+                   for c in [spoken_copy(r)] if c is not None]
     print(f"{len(rows)} rows; training on {len(train_rows)} ({', '.join(sorted(keep))})", flush=True)
     labels = label_vectors(load_schemas(), make_embedder("minilm", Settings()))
     model = train(train_rows, labels, args.epochs, args.seed, args.batch, lambda s: print(s, flush=True))
     export(model, args.out, int8=not args.fp32)
     heads = model.heads
     meta = {"input_version": RI.INPUT_VERSION, "seed": args.seed, "epochs": args.epochs, "batch": args.batch,
-            "trained_on": sorted({r.writer for r in train_rows}), "rows": len(train_rows), "data": manifest(files),
+            "trained_on": sorted({r.writer for r in train_rows}), "rows": len(train_rows),
+            "data": manifest(training_files(files, keep)),
             "category_scale": heads.cat_scale.item(), "category_none": heads.cat_none.item(),
             "item_scale": heads.item_scale.item(), "item_none": heads.item_none.item(),
             "command": "python -m boundmem_bench.train.reader " + " ".join(argv or [])}

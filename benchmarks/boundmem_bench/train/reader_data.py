@@ -124,6 +124,27 @@ def slurp_rows(path: Path) -> list[Row]:
     return rows
 
 
+SPOKEN_DROP = set(".,!?;:\"()")
+
+
+def spoken_copy(row: Row) -> Optional[Row]:
+    """The written line as a speech recogniser would give it (lower case, no punctuation), spans moved with their
+    words; None when a span would lose characters (it began or ended with punctuation)."""
+    keep = [k for k, ch in enumerate(row.text) if ch not in SPOKEN_DROP]
+    new_at = {k: n for n, k in enumerate(keep)}
+    text = " ".join("".join(row.text[k] for k in keep).lower().split())
+    if text != "".join(row.text[k] for k in keep).lower():
+        return None   # spaces collapsed: offsets would shift
+    spans = []
+    for sp in row.spans:
+        if sp.start not in new_at or (sp.end - 1) not in new_at:
+            return None
+        spans.append(Span(new_at[sp.start], new_at[sp.end - 1] + 1, sp.detail, sp.item, sp.polarity, sp.evidence,
+                          sp.holder, sp.refers))
+    return Row(row.id + "-spoken", row.writer, row.schema, "spoken", row.kind, row.context, text, spans, row.conv,
+               row.implied)
+
+
 def manifest(paths: Iterable[Path]) -> dict[str, str]:
     """File name -> sha256 of every data file a model was trained on (saved beside the model)."""
     return {Path(p).name: hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in paths}

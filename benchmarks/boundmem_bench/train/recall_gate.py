@@ -30,13 +30,34 @@ import numpy as np
 
 from boundmem.retrieve.gate import FEATURES, GateModel
 from boundmem.retrieve.retriever import GATE_CANDIDATES
-from .gate import fit_logistic
 from ..recall_sets import (Case, Request, cases, incar_users, related_requests, slurp_requests, smarthome_users, store_users,
                            unrelated_requests)
 
 FOLDS = 5
 REQUEST_SCALE = 10.0   # unit-norm embeddings scaled so Adam's step suits them (the saved weights are unscaled)
 
+
+
+def fit_logistic(X: np.ndarray, y: np.ndarray, l2: float = 1e-4, iters: int = 300, lr: float = 0.05) -> tuple[np.ndarray, float]:
+    """Binary logistic regression, full-batch Adam from zero (deterministic)."""
+    n, d = X.shape
+    w = np.zeros(d, np.float32)
+    b = 0.0
+    m, v = np.zeros(d, np.float32), np.zeros(d, np.float32)
+    mb = vb = 0.0
+    y = y.astype(np.float32)
+    for t in range(1, iters + 1):
+        p = 1.0 / (1.0 + np.exp(-(X @ w + b)))
+        g = ((p - y) / n).astype(np.float32)
+        gw = X.T @ g + l2 * w
+        gb = float(g.sum())
+        m = 0.9 * m + 0.1 * gw
+        v = 0.999 * v + 0.001 * gw * gw
+        mb = 0.9 * mb + 0.1 * gb
+        vb = 0.999 * vb + 0.001 * gb * gb
+        w -= lr * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+        b -= lr * (mb / (1 - 0.9 ** t)) / (np.sqrt(vb / (1 - 0.999 ** t)) + 1e-8)
+    return w, b
 
 def template_fold(template: str) -> int:
     return int(hashlib.sha1(template.encode()).hexdigest()[:6], 16) % FOLDS

@@ -31,10 +31,12 @@ from .base import Extraction
 from .reader_model import ReaderModel, SpanReading, _softmax
 from .speech import is_english
 
-# Words that stand for a value said elsewhere. A model cannot store them as values; the value they refer to is found
-# instead (the reader tags them where the writers did: "my wife loves jazz but I can't stand *it*").
-PRONOUNS = frozenset({"it", "that", "this", "them", "those", "these", "they", "one", "ones", "that one", "this one",
-                      "the one", "there", "him", "her", "em", "'em"})
+# Words that name no value on their own. A span made only of them is a reference ("love *it*", "not *that one*"):
+# the value it refers to is found instead, or nothing is stored (a value is never "to it").
+FUNCTION_WORDS = frozenset({"it", "that", "this", "them", "those", "these", "they", "one", "ones", "there", "him",
+                            "her", "em", "the", "a", "an", "to", "of", "in", "on", "at", "for", "with", "and", "or",
+                            "my", "your", "his", "its", "their", "our", "some", "any", "stuff", "thing", "things",
+                            "kind", "sort", "type", "i", "me", "you", "we", "be", "is", "was", "so", "too", "very"})
 _TRIM = " \t\n,.;:!?\"'()[]{}-\u2013\u2014\u2026"
 
 
@@ -125,25 +127,24 @@ class ReaderExtractor:
         s = self.model.settings
         if ref.detail.name in labels.items:
             names, vecs = labels.items[ref.detail.name]
+            named = None if r.whole_turn else _named_item(names, r.text)
+            if named is not None:   # the words name an item ("22 degrees"): that one, whatever the head guesses
+                return named
             probs = _softmax(np.append(s.item_scale * (vecs @ r.item), s.item_none))
             best = int(probs[:-1].argmax())
-            if probs[best] >= (s.implied if r.whole_turn else s.item):
-                return names[best]
-            words = r.text.casefold()
-            named = [n for n in names if len(_bare(n)) > 2 and _bare(n) in words]
-            return named[0] if len(named) == 1 else None
+            return names[best] if probs[best] >= (s.implied if r.whole_turn else s.item) else None
         if r.whole_turn:
             return None
         text = r.text.strip(_TRIM)
-        if text.casefold() in PRONOUNS:
+        if _refers(text):
             return self._referent(ref, earlier, context)
-        listed = {a.casefold(): a for a in ref.detail.attributes}
-        return listed.get(text.casefold(), text) if text else None
+        # a listed example the words name ("Italian food" -> "Italian", "jazz" -> "Jazz"), else the words as said
+        return (_named_item(ref.detail.attributes, text) or text) if text else None
 
     def _referent(self, ref: DetailRef, earlier: list[_Read], context: str) -> Optional[str]:
         """What a pronoun stands for: the last value of its category earlier in the turn, else the one the assistant's
         turn names (read as if said, so the same model finds it)."""
-        same = [e.value for e in earlier if e.ref.path == ref.path and e.value.casefold() not in PRONOUNS]
+        same = [e.value for e in earlier if e.ref.path == ref.path and not _refers(e.value)]
         if same:
             return same[-1]
         if not context:
@@ -151,7 +152,7 @@ class ReaderExtractor:
         for r in self.model.read_many([("", context)])[0]:
             if not r.whole_turn and r.value >= self.model.settings.span:
                 value = r.text.strip(_TRIM)
-                if value and value.casefold() not in PRONOUNS:
+                if value and not _refers(value):
                     return value
         return None
 
@@ -208,6 +209,34 @@ class ReaderExtractor:
         return labels
 
 
-def _bare(item: str) -> str:
-    """A listed item as a user would say it ("Highways (motorways)" -> "highways")."""
-    return item.split("(")[0].strip().casefold()
+def _refers(text: str) -> bool:
+    """Whether the words only point at a value said elsewhere."""
+    return all(w.strip(_TRIM).casefold() in FUNCTION_WORDS for w in text.split())
+
+
+def _words(text: str) -> list[str]:
+    """Lower-case words, a plural's "s" and surrounding punctuation dropped; numbers said in words become digits."""
+    from text_to_num import alpha2digit
+
+    out = []
+    for w in alpha2digit(text.casefold(), "en", threshold=0).replace("-", " ").split():
+        w = w.strip(_TRIM)
+        out.append(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
+    return [w for w in out if w]
+
+
+def _named_item(names: Sequence[str], span: str) -> Optional[str]:
+    """The one listed item the span names when the item head is unsure: the same number ("19 degrees", "nineteen"
+    -> "19 degree Celcius"), or every word of the item's name ("highways" -> "Highways (motorways)")."""
+    said = set(_words(span))
+    numbers = {w for w in said if w.isdigit()}
+    hits = []
+    for name in names:
+        words = _words(name.split("(")[0])
+        item_numbers = {w for w in words if w.isdigit()}
+        if numbers and item_numbers:
+            if item_numbers <= numbers:
+                hits.append(name)
+        elif words and not item_numbers and all(w in said for w in words) and len("".join(words)) > 2:
+            hits.append(name)
+    return hits[0] if len(hits) == 1 else None

@@ -5,7 +5,7 @@ from typing import Optional
 
 from ..config import Settings
 from ..embed.base import Embedder
-from ..embed.registry import shared_or_settings
+from ..embed.registry import make_embedder, shared_or_settings
 from ..registry import Registry
 from .base import Extractor
 
@@ -16,19 +16,18 @@ def make_extractor(name: str, settings: Settings, embedder: Optional[Embedder]) 
     return EXTRACTORS.load(name, settings, embedder)
 
 
-@EXTRACTORS.register("local", "offline: MiniLM category index + the lasting-preference model")
+@EXTRACTORS.register("local", "offline: the trained reader (ONNX) and MiniLM category scoring")
 def _local(settings: Settings, embedder: Optional[Embedder]) -> Extractor:
-    from .local import LocalExtractor
+    from .reader import ReaderExtractor
 
-    return LocalExtractor(shared_or_settings(embedder, settings))
+    return ReaderExtractor(_minilm(embedder, settings))
 
 
-@EXTRACTORS.register("local-lenient", "local without the lasting-preference gate (category score alone)")
-def _local_lenient(settings: Settings, embedder: Optional[Embedder]) -> Extractor:
-    from .local import LocalExtractor
-
-    # CarMem's labels count one-off commands as preferences; this reproduces what a category-only extractor gets there
-    return LocalExtractor(shared_or_settings(embedder, settings), lasting=None)
+def _minilm(embedder: Optional[Embedder], settings: Settings) -> Embedder:
+    """The reader scores spans in MiniLM's space (it was trained against it): the Memory's shared embedder when that
+    is MiniLM, else MiniLM of its own (a Memory that recalls with another embedder still reads with the reader)."""
+    emb = shared_or_settings(embedder, settings)
+    return emb if getattr(emb, "name", "") == "minilm" else make_embedder("minilm", settings)
 
 
 @EXTRACTORS.register("keyword", "vocabulary matching, no model")
@@ -50,10 +49,10 @@ def _llm(settings: Settings, embedder: Optional[Embedder]) -> Extractor:
 def _cascade(settings: Settings, embedder: Optional[Embedder]) -> Extractor:
     from ..llm.registry import make_llm_client
     from .cascade import CascadeExtractor
-    from .local import LocalExtractor
+    from .reader import ReaderExtractor
 
     client = make_llm_client(settings)   # first: a missing key or model is named before MiniLM loads
-    return CascadeExtractor(LocalExtractor(shared_or_settings(embedder, settings)), client, ask=settings.llm.cascade_ask)
+    return CascadeExtractor(ReaderExtractor(_minilm(embedder, settings)), client, ask=settings.llm.cascade_ask)
 
 
 def uses_llm(name: str) -> bool:

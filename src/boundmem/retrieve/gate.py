@@ -9,7 +9,7 @@ the request and of the hit, and kept when its probability reaches the model's th
   user's own preferences or past; small talk, which is declined before anything else), whether it names an explicit
   setting (a number, "turn off ...", a value of the category's list), its length;
 - the hit: its cosine to the stored preference's enriched text, the margin to the next hit and the gap to the top,
-  the request's score for the hit's detail category in the schema's category index (`extract/category_index.py`:
+  the request's score for the hit's detail category in the schema's category index (`category_index.py`:
   its name, description and example phrasings) and how far that is from the best category, the similarity to the
   subcategory's prototype, whether the request names the category's domain ("music", "parking").
 
@@ -31,7 +31,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from ..errors import ConfigError
-from ..extract.category_index import CategoryIndex
+from .category_index import CategoryIndex
 from ..models import Preference, RecallHit
 from ..schema.model import Schema
 
