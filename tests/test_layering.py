@@ -18,7 +18,7 @@ RANKS = {
     "errors": 0, "config": 0, "registry": 0,
     "schema": 1, "models": 1, "conversation": 1, "messages": 1, "user_id": 1,
     "embed": 2, "llm": 2,
-    "extract": 3, "maintain": 3,
+    "extract": 3, "maintain": 3, "consent": 3,
     "store": 4,
     "retrieve": 5,
     "memory": 6, "async_memory": 6, "jobs": 6, "caim": 6, "episodes": 6,

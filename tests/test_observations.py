@@ -119,7 +119,7 @@ def test_observations_expire_explicitly_and_on_the_next_write(mem):
 
 
 def test_forget_and_voice_deletion_erase_observations(mem):
-    from boundmem.extract.consent import ConsentRequest
+    from boundmem.consent.local import ConsentRequest
 
     say(mem, "c1", chose(GENRE, "Jazz"))
     say(mem, "c2", chose(TEMP, "22"))

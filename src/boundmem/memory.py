@@ -41,7 +41,7 @@ class Memory(EpisodicAccess):
     extractor: Extractor
     maintainer: Maintainer
     embedder: Embedder
-    consent: Any = None   # consent by voice (extract/consent*.py); None: the one that goes with the extractor; False: off
+    consent: Any = None   # consent by voice (consent/); None: the one that goes with the extractor; False: off
     jobs_nice: int = 10   # nice value of the job worker thread (BOUNDMEM_JOBS_NICE)
     promote_after: int = 3          # distinct conversations that promote an observation (BOUNDMEM_PROMOTE_AFTER)
     observation_days: float = 90.0  # days an unconfirmed observation is kept (BOUNDMEM_OBSERVATION_DAYS)
@@ -61,7 +61,7 @@ class Memory(EpisodicAccess):
         self.retriever = Retriever(self.store, self.embedder, self.schema, gate=lambda r: RecallGate(
             self.schema, self.embedder, request_cues, protos=r.prototypes))
         if self.consent is None:
-            from .extract.consent_llm import default_detector
+            from .consent.llm import default_detector
 
             self.consent = default_detector(self.extractor, self.embedder)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from boundmem.extract.consent_llm import TOOL_NAME, ConsentError, LLMConsentDetector
+from boundmem.consent.llm import TOOL_NAME, ConsentError, LLMConsentDetector
 from boundmem.models import Conversation, Turn
 
 from .fake_openai import content, tool_call
@@ -93,7 +93,7 @@ def test_a_malformed_answer_applies_nothing_and_says_why(fake, make_client, mem_
 
 
 def test_an_llm_extractor_brings_the_llm_consent_detector(make_client, schema, tmp_path, hash_embedder):
-    from boundmem.extract.consent import LocalConsentDetector
+    from boundmem.consent.local import LocalConsentDetector
     from boundmem.extract.keyword import KeywordExtractor
     from boundmem.extract.llm import LLMExtractor
     from boundmem.maintain.rules import RuleMaintainer

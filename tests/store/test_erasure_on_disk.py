@@ -260,7 +260,7 @@ def test_dismissing_observations_leaves_no_trace_of_them(observed, marker):
 
 
 def test_deleting_a_category_by_voice_leaves_no_trace_of_its_observations(observed, marker):
-    from boundmem.extract.consent import ConsentRequest
+    from boundmem.consent.local import ConsentRequest
 
     db, mem, user = observed
     mem.apply([], user, "c5", consent=[ConsentRequest(kind="delete", prefix=str(p), utterance="forget my music", turn=0)

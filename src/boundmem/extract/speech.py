@@ -1,16 +1,10 @@
 """Whether a user turn is read at all: the reader is trained on English, so a turn that is mostly not English is not
-read (storing a guess from a sentence it cannot read is worse than storing nothing). Also the wake word ("hey car")
-that consent detection strips before it reads a request.
+read (storing a guess from a sentence it cannot read is worse than storing nothing).
 """
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
-# Why a pattern: the wake word is a product's own name set by the operator, not language a model learns from data
-_WAKE = re.compile(
-    r"^\s*(?:(?:hey|hi|hello|ok|okay|yo|ey)[\s,]+)?(?:car|olly|ollie|alexa|siri|google|computer|assistant|jarvis|"
-    r"cortana|mercedes|bmw|audi|navi|buddy)\b[\s,.:;!]*", re.I)
 # py3langid among the languages a car's or a phone's users most often speak: over its 97 languages, lowercase spoken
 # English of a few words ("does peking garden deliver") reads as Nigerian Pidgin or Latin; among these it reads as
 # English (the notes of issue 19 have the comparison with the word list this replaced)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from boundmem.extract.consent import LocalConsentDetector, consent_clause, consent_clauses
+from boundmem.consent.local import LocalConsentDetector, consent_clause, consent_clauses
 from boundmem.models import Conversation, Turn
 
 OPT_OUTS = {

@@ -29,7 +29,12 @@ import numpy as np
 
 from ..models import Conversation
 from ..schema.model import Schema
-from .speech import _WAKE
+
+# Why a pattern: the wake word is a product's own name set by the operator, not language a model learns from data
+_WAKE = re.compile(
+    r"^\s*(?:(?:hey|hi|hello|ok|okay|yo|ey)[\s,]+)?(?:car|olly|ollie|alexa|siri|google|computer|assistant|jarvis|"
+    r"cortana|mercedes|bmw|audi|navi|buddy)\b[\s,.:;!]*", re.I)
+
 
 Kind = Literal["opt_out", "delete"]
 

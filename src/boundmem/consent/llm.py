@@ -21,8 +21,8 @@ from ..llm.client import LLMClient
 from ..llm.errors import LLMOutputError
 from ..models import Conversation
 from ..schema.model import Schema
-from .base import ExtractionError
-from .consent import ConsentRequest, LocalConsentDetector
+from ..extract.base import ExtractionError
+from .local import ConsentRequest, LocalConsentDetector
 
 TOOL_NAME = "record_consent_requests"
 
