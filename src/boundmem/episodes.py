@@ -18,6 +18,7 @@ so a user's episodes are exported, opted out of, audited and forgotten with the 
 """
 from __future__ import annotations
 
+import threading
 from datetime import date
 from typing import Optional, Sequence
 
@@ -39,6 +40,9 @@ from .models import Conversation, Episode, EpisodeHit, EpisodeRecall, EpisodeRes
 from .store.base import OptedOutError, Store, blocking_rule
 from .store.sql_episodes import episode_rule
 from .user_id import SEP
+
+
+_BUILD_LOCK = threading.Lock()
 
 
 class EpisodicOff(ConflictError):
@@ -289,7 +293,9 @@ class EpisodicAccess:
     @property
     def episodic_memory(self) -> EpisodicMemory:
         if self._episodic_memory is None:
-            self._episodic_memory = EpisodicMemory(self.store, self.embedder, self.episodic)
+            with _BUILD_LOCK:   # concurrent first callers build CAIM's parts once
+                if self._episodic_memory is None:
+                    self._episodic_memory = EpisodicMemory(self.store, self.embedder, self.episodic)
         return self._episodic_memory
 
     def episodic_on(self, user: str) -> bool:

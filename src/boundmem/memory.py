@@ -51,6 +51,8 @@ class Memory(EpisodicAccess):
     _jobs: Optional[JobQueue] = field(default=None, init=False, repr=False)
     _jobs_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     _schema_bound: bool = field(default=False, init=False, repr=False)
+    _warm_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    _warmed: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         check_schema(self.store, self.schema)   # another schema's store is refused at opening (store/schema_record.py)
@@ -74,13 +76,20 @@ class Memory(EpisodicAccess):
 
     # --- writing ------------------------------------------------------------------------
     def warm(self) -> None:
-        """Load the models and embed the schema's own texts now (the extractor's and the recall gate's), so the first
-        user does not wait for them."""
-        if isinstance(self.extractor, Warmable):
-            self.extractor.warm(self.schema)
-        self.embedder.embed(["warm up"])
-        if (gate := self.retriever.gate) is not None:
-            gate.warm()
+        """Load every model the request path uses (the extractor's: the reader and the language identifier; the
+        embedder; the recall gate's; episodic memory's parts where it is on) and embed the schema's own texts now,
+        once, under a lock: concurrent first callers wait for the one load, and the first user pays for none."""
+        with self._warm_lock:
+            if self._warmed:
+                return
+            if isinstance(self.extractor, Warmable):
+                self.extractor.warm(self.schema)
+            self.embedder.embed(["warm up"])
+            if (gate := self.retriever.gate) is not None:
+                gate.warm()
+            if self.episodic.enabled:
+                self.episodic_memory   # noqa: B018 - builds CAIM's tagger, thinker, merger and controller
+            self._warmed = True
 
     def user_schema(self, user: str) -> Schema:
         return self.schema.prune(self.store.opt_outs(user))
