@@ -34,16 +34,6 @@ ROLE = re.compile(r"(?i)(system|user|assistant|developer|human|model|instruction
 TEMPLATE = re.compile(r"<\||\|>|<<|>>|\[/?[A-Z_]{2,}\]|</?s>|<start_of_turn>|<end_of_turn>")
 
 
-@pytest.fixture()
-def emem(tmp_path, schema, cue_extractor):
-    store = SQLiteStore(tmp_path / "inject.db")
-    mem = Memory(schema=schema, store=store, extractor=cue_extractor, maintainer=RuleMaintainer(),
-                 embedder=HashEmbedder(), episodic=EpisodicSettings(enabled=True))
-    yield mem
-    mem.close_jobs()
-    store.close()
-
-
 def _store(mem: Memory, user: str, text: str, hostile_value: bool) -> set[str]:
     """`text` stored as a preference and an episode of `user`; the texts as stored (episodes fold whitespace)."""
     mem.apply([Candidate(path=CUISINE, attribute=text if hostile_value else "Italian", sentence=text)], user, "c1")
