@@ -33,6 +33,14 @@ from .user_id import check_store_user_id
 log = logging.getLogger("boundmem.memory")
 
 
+def check_text(value: object, argument: str) -> str:
+    """A public method's text argument: a string, else an InputError naming the argument (not an AttributeError)."""
+    if not isinstance(value, str):
+        raise InputError(f"argument {argument!r} must be a string, not {type(value).__name__}"
+                         + (" (give the text of the message, not its list of parts)" if isinstance(value, list) else ""))
+    return value
+
+
 class IngestFailed(BoundmemError):
     """An ingest failed on something that is not the caller's or the store's fault (a bug); it was rolled back
     whole: no preference, observation, episode, audit entry or job state of it was kept."""
@@ -221,6 +229,7 @@ class Memory(EpisodicAccess):
         """Queue a conversation for `add` and return at once with its `Job` (committed, so it survives a crash).
         A worker thread of this Memory drains the queue (started here unless `start_worker=False`); follow it
         with `job(id)` or `wait(id)`. Accepts what `add` accepts; the input is checked before anything is queued."""
+        user = check_store_user_id(user, "user")
         job = self.jobs.submit(user, to_conversation(conversation, conversation_id))
         if start_worker:
             self.jobs.start(self.add)
@@ -408,6 +417,7 @@ class Memory(EpisodicAccess):
         (retrieve/gate.py) keeps a hit only when its calibrated relevance passes, so most requests ("what's the
         weather?", "call Anna") get none; `k` caps them (None: the passing ones of one subcategory). `gate=False`:
         raw cosine top-k (k None: dynamic); `min_score`: raw top-k of at least that cosine."""
+        utterance, user = check_text(utterance, "utterance"), check_store_user_id(user, "user")
         return self.retriever.recall(utterance, user, k, gate=gate, min_score=min_score)
 
     def recall_all(self, utterance: str, user: str, k: Optional[int] = 5, *, gate: bool = True,
@@ -426,6 +436,7 @@ class Memory(EpisodicAccess):
         return self.embedder.stats()
 
     def preferences(self, user: str, category: Optional[str] = None) -> list[Preference]:
+        user = check_store_user_id(user, "user")
         return self.store.preferences(user, self.schema.resolve_prefix(category) if category else None)
 
     # --- user control -------------------------------------------------------------------
@@ -492,7 +503,7 @@ class Memory(EpisodicAccess):
         return entries
 
     def export(self, user: str) -> UserExport:
-        return self.store.export(user)
+        return self.store.export(check_store_user_id(user, "user"))
 
     # --- observations ---------------------------------------------------------------------
     def observations(self, user: str) -> list[Observation]:
@@ -538,6 +549,7 @@ class Memory(EpisodicAccess):
         """Erase everything held about the user; returns how many preferences were erased. A user the store does not
         hold (never seen, or forgotten already) with nothing queued is a NotFoundError, as on the CLI and the API:
         a mistyped id must not read as an erasure done."""
+        user = check_store_user_id(user, "user")
         # queued conversations of the user go too, whoever queued them (another process, an earlier run), before the
         # store's erasure, whose WAL wipe then covers their pages
         queued = self.jobs.forget_user(user)
