@@ -155,6 +155,11 @@ def measure_extraction(convs: list[Conversation], backend: str = "torch", settin
         t = time.perf_counter()
         ex.extract_many(convs, schema)
         res["batched_conv_per_s"] = len(convs) / (time.perf_counter() - t)
+    if hasattr(ex, "model"):   # the reader: one user turn read vs one query embedding, interleaved in one run
+        from .reader_bench import speed
+
+        texts = [t.text for c in convs for t in c.turns if t.role == "user"][:60]
+        res["read_vs_embed"] = speed(ex, ex.embedder, texts, rounds=2)
     return res
 
 
@@ -732,6 +737,12 @@ def _markdown(res: dict) -> str:
                       f"| local extraction, one call per conversation [{label}] | {e['conv_per_s']:.1f} conversations/s | >= {target:.0f} |",
                       *([f"| local extraction, batched (`extract_many`) [{label}] | {e['batched_conv_per_s']:.1f} conversations/s | "
                          f">= {target:.0f} |"] if "batched_conv_per_s" in e else [])]
+            if "read_vs_embed" in e:
+                r = e["read_vs_embed"]
+                lines += [f"| reading one user turn / one query embedding, one thread, one run [{label}] | "
+                          f"{r['read_ms']:.1f} / {r['embed_ms']:.1f} ms = {r['ratio']:.2f}x | <= 2x |",
+                          f"| reading a {r['long_chars']:,}-character conversation [{label}] | {r['long_cpu_s']:.2f} s CPU "
+                          f"| <= 2 s |"]
             if per_conv:
                 lines.append(f"| texts the extractor embeds per conversation [{label}] | {per_conv:.2f} | |")
                 if per_call:

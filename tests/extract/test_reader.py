@@ -109,3 +109,16 @@ def test_the_bundled_model_was_trained_on_the_data_as_it_is():
     trained = json.loads((BUNDLED / "training.json").read_text())["data"]
     now = manifest(training_files(annotated_files(), {"train"}))
     assert {k: v for k, v in trained.items() if k != "devel_slots.jsonl"} == now, "reader data changed: retrain"
+
+
+def test_a_one_off_choice_of_an_open_value_repeated_in_three_conversations_is_promoted(tmp_path):
+    from boundmem import Memory
+
+    m = Memory.local(tmp_path / "m.db")
+    try:
+        results = [m.add(Conversation(id=f"c{k}", turns=(Turn(role="user", text=text),)), user="u")
+                   for k, text in enumerate(["play some Radiohead", "put on Radiohead please", "can you play Radiohead"])]
+        assert [len(r.observed) for r in results] == [1, 1, 1] and results[0].stored == []
+        assert [p.attribute for p in results[2].promoted] == ["Radiohead"]
+    finally:
+        m.store.close()

@@ -35,7 +35,9 @@ def memory(tmp_path, schema, cue_extractor):
     from boundmem.store.sqlite import SQLiteStore
 
     store = SQLiteStore(tmp_path / "service.db")
-    yield Memory(schema=schema, store=store, extractor=cue_extractor, maintainer=RuleMaintainer(), embedder=HashEmbedder())
+    m = Memory(schema=schema, store=store, extractor=cue_extractor, maintainer=RuleMaintainer(), embedder=HashEmbedder())
+    yield m
+    m.close_jobs()   # the worker thread must not be mid-query when its connection closes
     store.close()
 
 

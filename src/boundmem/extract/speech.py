@@ -40,13 +40,6 @@ def warm() -> None:
     _identifier()
 
 
-def strip_speech(text: str) -> str:
-    """The turn without a leading wake word and without fillers; whitespace collapsed."""
-    t = _WAKE.sub("", text, count=1)
-    t = _FILLER.sub(" ", t)
-    return " ".join(t.split())
-
-
 def is_english(text: str) -> bool:
     """Whether to read the turn at all: py3langid (among `LANGUAGES`) says English.
 
