@@ -24,6 +24,7 @@ RANKS = {
     "memory": 6, "async_memory": 6, "jobs": 6, "caim": 6, "episodes": 6,
     "api_models": 7, "client": 7, "service": 7, "proxy": 7, "demo": 7, "<root>": 7,
     "cli": 8,  # the command line: only it parses options, and nothing below imports it
+    "integrations": 9,  # the voice frameworks' hooks (Pipecat, LiveKit): they use the library, nothing imports them
 }
 
 

@@ -75,6 +75,8 @@ class ServiceSettings(_Group):
     token_state: Optional[Path] = Field(None, description="BOUNDMEM_TOKEN_STATE")
     mcp_token: Optional[SecretStr] = Field(None, description="BOUNDMEM_MCP_TOKEN: the user token of `serve mcp --token`")
     upstream_url: Optional[str] = Field(None, description="BOUNDMEM_UPSTREAM_URL: the proxy's model server")
+    memory_template: Optional[Path] = Field(None, description="BOUNDMEM_MEMORY_TEMPLATE: the operator's wording around "
+                                            "the memory block (JSON: preamble, episodes_preamble)")
 
 
 class EpisodicSettings(_Group):
@@ -152,7 +154,7 @@ class Settings(_Group):
             service=ServiceSettings(**_given(
                 keys=r.path("BOUNDMEM_KEYS"), token_secret_file=r.path("BOUNDMEM_TOKEN_SECRET_FILE"),
                 token_state=r.path("BOUNDMEM_TOKEN_STATE"), mcp_token=r.text("BOUNDMEM_MCP_TOKEN"),
-                upstream_url=r.text("BOUNDMEM_UPSTREAM_URL"))),
+                upstream_url=r.text("BOUNDMEM_UPSTREAM_URL"), memory_template=r.path("BOUNDMEM_MEMORY_TEMPLATE"))),
             episodic=EpisodicSettings(**_given(
                 enabled=r.flag("BOUNDMEM_EPISODIC"), tenants=r.items("BOUNDMEM_EPISODIC_TENANTS"),
                 ontology=r.path("BOUNDMEM_EPISODIC_ONTOLOGY"), allow=r.items("BOUNDMEM_EPISODIC_ALLOW"))),

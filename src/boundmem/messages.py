@@ -56,6 +56,16 @@ def _text(content: Any, where: str) -> str:
     raise MessageError(f"{where}.content: must be a string or a list of text parts, got {type(content).__name__}")
 
 
+def content_text(content: Any) -> str:
+    """The words of a message's content as a live chat context holds it (a string or a list of parts, Pipecat's and
+    LiveKit's included), never raising: a voice pipeline reads its context every turn and must not stop on a part it
+    cannot read (an image, an unknown shape), which simply holds no words."""
+    if isinstance(content, (list, tuple)):
+        return " ".join(t for t in (content_text(p) if not isinstance(p, Mapping) else content_text(p.get("text"))
+                                    for p in content) if t)
+    return content.strip() if isinstance(content, str) else ""
+
+
 def _as_mapping(msg: Any) -> Optional[Mapping]:
     if isinstance(msg, Mapping):
         return msg

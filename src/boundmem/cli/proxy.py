@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from .options import DB, EMBEDDER, EXTRACTOR, MAINTAINER, SCHEMA, ErrorExitGroup, cli_default
+from .options import DB, EMBEDDER, EXTRACTOR, MAINTAINER, SCHEMA, ErrorExitGroup, cli_default, cli_settings
 from ..config import secret_from
 from .serve import (BURST, KEYS, MAX_BODY, MAX_TOTAL_CHARS, MAX_TURN_CHARS, MAX_TURNS, RATE, SECRET, STATE,
                            USER_RATE, _fail, _issuer, _limits, _listen, _load_keys, _memory_factory, _throttle)
@@ -45,6 +45,9 @@ def proxy(upstream: str = typer.Option(None, "--upstream", callback=cli_default(
         _fail("--upstream is required: the OpenAI-compatible base URL of the model server")
     ring = _load_keys(keys)
     from ..proxy.app import create_proxy
+    from ..retrieve.format import MemoryFormat
+
+    memory_format = MemoryFormat.from_file(cli_settings().service.memory_template)
 
     factory = _memory_factory(db, schema, extractor, maintainer, embedder)
     sock = _listen(host, port)   # as serve: a taken port is one clear error before the models load (exit 1)
@@ -60,7 +63,7 @@ def proxy(upstream: str = typer.Option(None, "--upstream", callback=cli_default(
                                  tokens=_issuer(token_secret, token_state), timeout=timeout, max_body_bytes=max_body,
                                  rate_limit=_throttle(rate, burst, user_rate),
                                  limits=_limits(max_turns, max_turn_chars, max_total_chars), forward_user=forward_user,
-                                 gate=gate, min_score=min_score)
+                                 gate=gate, min_score=min_score, memory_format=memory_format)
         from ..service.accesslog import install
 
         config = uvicorn.Config(proxy_app, host=host, port=port, log_level="info")

@@ -128,5 +128,19 @@ class MemoryFormat:
                  for e in (getattr(h, "episode", h) for h in hits)]
         return self.block(self.episodes_preamble, lines) if lines else ""
 
+    def recall(self, schema: Any, recalled: Any) -> str:
+        """A MemoryRecall (preferences and, where on, episodes) as one message text; "" when it holds nothing."""
+        parts = [self.preferences(schema, recalled.preferences),
+                 self.episodes(recalled.episodes.hits if recalled.episodes else [])]
+        return "\n\n".join(p for p in parts if p)
+
+    def is_memory(self, text: Any) -> bool:
+        """Whether a message's text is one this format wrote (`recall`): how a voice pipeline, whose context lives on
+        from turn to turn, finds its one memory message to replace it instead of piling up a new one each turn."""
+        if not isinstance(text, str):
+            return False
+        return text.startswith((self.preamble + "\n" + OPEN, self.episodes_preamble + "\n" + OPEN)) \
+            and text.rstrip().endswith(CLOSE)
+
 
 DEFAULT = MemoryFormat()
