@@ -50,3 +50,19 @@ class SubmitLog:
     def __call__(self, conversation, user, *args, **kwargs):
         self.calls.append((user, [dict(m) for m in conversation]))
         return self.inner(conversation, user, *args, **kwargs)
+
+
+async def speak_all(voice) -> list:
+    """Every turn of TURNS through `voice` (each test module's running framework); the contexts the LLM was given.
+    Returns once every exchange is queued."""
+    seen = [await voice.say(text) for text in TURNS]
+    await voice.memory.turns.flush()
+    return seen
+
+
+def check_exchanges(log: SubmitLog, stats) -> None:
+    """Each turn's user words and its reply were submitted, nothing earlier, exactly once; every recall was started
+    from the transcript and none missed the deadline."""
+    assert [c for _, c in log.calls] == [[{"role": "user", "content": t}, {"role": "assistant", "content": f"Reply {i}."}]
+                                         for i, t in enumerate(TURNS, 1)]
+    assert (stats.turns, stats.submitted, stats.late, stats.speculative) == (20, 20, 0, 20)
