@@ -1,0 +1,292 @@
+"""`boundmem bench voice`: how long a voice turn's context waits for memory before the LLM sees it.
+
+Each turn runs through a real Pipecat pipeline (pipecat-ai, `boundmem[pipecat]`): an interim then a final
+transcription, the end of the turn after `end_of_turn` seconds of silence (what a VAD waits before it calls the turn
+over), the user context aggregator, then either `BoundmemMemoryService` or nothing, then a scripted LLM that answers at
+once. Held is the time from the context frame leaving the aggregator to the LLM receiving it; the same turn goes
+through both pipelines in the same run, one after the other, so load on the machine falls on both alike.
+
+Beside each turn, one recall of the same words is timed on its own (`Memory.recall`, embedding caches cleared first,
+as they are before each pipeline turn): the ratio of held to one recall shows what speculation buys. With no silence
+at the end of the turn the recall starts only with the final transcription, and the context waits for most of it;
+with the VAD's silence the recall is done before the turn ends.
+
+Users and turns: CarMem's training users (lines 51-100), their ten preferences stored as the dataset states them, and
+as turns their ten `next_conversation_question`s (requests those preferences bear on).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Optional, Sequence
+
+import typer
+
+from .recall_sets import UserSpec, incar_users, store_users
+from .report import load_average, machine_info, write_json
+
+END_OF_TURN = 0.2   # Pipecat's VAD stop_secs default: the silence before the turn is called over
+
+
+def voice_turns(carmem: Path, users: int) -> list[tuple[UserSpec, list[str]]]:
+    """The first `users` training users with their preferences and their ten next-conversation requests."""
+    specs = {u.user: u for u in incar_users(carmem)}
+    out = []
+    with open(carmem, encoding="utf-8") as fh:
+        for n, line in enumerate(fh):
+            if n < 50 or not line.strip():
+                continue
+            spec = specs.get(f"carmem{n + 1}")
+            asks = [c.get("next_conversation_question") for c in json.loads(line)["data"]]
+            if spec is not None:
+                out.append((spec, [a.strip() for a in asks if isinstance(a, str) and a.strip()]))
+            if len(out) == users:
+                break
+    return out
+
+
+def _pct(xs: Sequence[float], q: float) -> Optional[float]:
+    if not xs:
+        return None
+    s = sorted(xs)
+    return float(s[min(len(s) - 1, int(round(q * (len(s) - 1))))])
+
+
+def _ms(x: Optional[float]) -> Optional[float]:
+    return None if x is None else round(x * 1000, 2)
+
+
+MODES = ("speculative", "at_context", "none")
+
+
+class _Rig:
+    """One user's three running pipelines and the means to speak into them: boundmem with recall started on the
+    transcriptions (`speculative`), boundmem without the transcript tap so recall starts at the context frame
+    (`at_context`), and no memory at all (`none`)."""
+
+    def __init__(self, mem, user: str, deadline: float):
+        from pipecat.pipeline.pipeline import Pipeline
+        from pipecat.pipeline.worker import PipelineParams, PipelineWorker
+
+        from boundmem.integrations.pipecat import BoundmemMemoryService
+
+        frames = _frames()
+        self.mem, self.user = mem, user
+        self.services, self.workers, self.llms = {}, {}, {}
+        for mode in MODES:
+            stamp, llm = frames.Stamp(), frames.ScriptedLLM()
+            llm.stamp = stamp
+            pair = frames.aggregators()
+            steps = [pair.user(), stamp, llm, pair.assistant()]
+            if mode != "none":
+                service = BoundmemMemoryService(mem, user_id=user,
+                                                params=BoundmemMemoryService.InputParams(deadline=deadline))
+                steps.insert(2, service)
+                if mode == "speculative":
+                    steps.insert(0, service.transcripts())
+                self.services[mode] = service
+            self.workers[mode] = PipelineWorker(Pipeline(steps), params=PipelineParams(),
+                                                cancel_on_idle_timeout=False)
+            self.llms[mode] = llm
+
+    async def say(self, mode: str, text: str, end_of_turn: float) -> float:
+        """One turn through `mode`'s pipeline; the seconds its context was held before the LLM."""
+        from pipecat.frames.frames import (InterimTranscriptionFrame, TranscriptionFrame, UserStartedSpeakingFrame,
+                                           UserStoppedSpeakingFrame)
+
+        worker, words = self.workers[mode], text.split()
+        self.mem.embedder.clear_cache()
+        for frame in (UserStartedSpeakingFrame(), InterimTranscriptionFrame(" ".join(words[:len(words) // 2 or 1]),
+                                                                           self.user, "t"),
+                      TranscriptionFrame(text, self.user, "t")):
+            await worker.queue_frame(frame)
+        if end_of_turn > 0:
+            await asyncio.sleep(end_of_turn)   # the silence a VAD waits before it calls the turn over
+        await worker.queue_frame(UserStoppedSpeakingFrame())
+        return await self.llms[mode].held.get()
+
+    def one_recall(self, text: str) -> float:
+        self.mem.embedder.clear_cache()
+        t0 = time.perf_counter()
+        self.mem.recall(text, self.user)
+        return time.perf_counter() - t0
+
+    async def run(self, script):
+        from pipecat.frames.frames import EndFrame
+        from pipecat.workers.runner import WorkerRunner
+
+        runner = WorkerRunner(handle_sigint=False)
+        await runner.add_workers(*self.workers.values())
+        job = asyncio.create_task(runner.run())
+        try:
+            return await script(self)
+        finally:
+            for w in self.workers.values():
+                await w.queue_frame(EndFrame())
+            await asyncio.wait_for(job, 60)
+
+
+def _frames():
+    """The scripted pipeline parts, defined on first use so that the module imports without Pipecat."""
+    from pipecat.frames.frames import (LLMContextFrame, LLMFullResponseEndFrame, LLMFullResponseStartFrame,
+                                       LLMTextFrame)
+    from pipecat.processors.aggregators.llm_context import LLMContext
+    from pipecat.processors.aggregators.llm_response_universal import (LLMContextAggregatorPair,
+                                                                       LLMUserAggregatorParams)
+    from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+    from pipecat.turns.user_start import ExternalUserTurnStartStrategy
+    from pipecat.turns.user_stop import ExternalUserTurnStopStrategy
+    from pipecat.turns.user_turn_strategies import UserTurnStrategies
+
+    class Stamp(FrameProcessor):
+        """Notes when a context frame leaves the user aggregator."""
+        at = 0.0
+
+        async def process_frame(self, frame, direction):
+            await super().process_frame(frame, direction)
+            if isinstance(frame, LLMContextFrame) and direction == FrameDirection.DOWNSTREAM:
+                self.at = time.perf_counter()
+            await self.push_frame(frame, direction)
+
+    class ScriptedLLM(FrameProcessor):
+        """Answers each context frame at once and reports how long it was held since the stamp."""
+        stamp: Any = None
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.held: asyncio.Queue = asyncio.Queue()
+
+        async def process_frame(self, frame, direction):
+            await super().process_frame(frame, direction)
+            if isinstance(frame, LLMContextFrame) and not frame.speculation:
+                self.held.put_nowait(time.perf_counter() - self.stamp.at)
+                for f in (LLMFullResponseStartFrame(), LLMTextFrame("Sure."), LLMFullResponseEndFrame()):
+                    await self.push_frame(f)
+            else:
+                await self.push_frame(frame, direction)
+
+    def aggregators():
+        strategies = UserTurnStrategies(start=[ExternalUserTurnStartStrategy()],
+                                        stop=[ExternalUserTurnStopStrategy(timeout=0.05)])
+        return LLMContextAggregatorPair(LLMContext([{"role": "system", "content": "You are a car assistant."}]),
+                                        user_params=LLMUserAggregatorParams(user_turn_strategies=strategies))
+
+    return SimpleNamespace(Stamp=Stamp, ScriptedLLM=ScriptedLLM, aggregators=aggregators)
+
+
+async def _user_rows(rig: _Rig, asks: list[str], silence: float) -> list[dict]:
+    rows = []
+    for text in asks:
+        row = {"user": rig.user, "text": text}
+        for mode in MODES:
+            row[f"held_{mode}"] = await rig.say(mode, text, silence)
+        row["one_recall"] = await asyncio.to_thread(rig.one_recall, text)
+        rows.append(row)
+    return rows
+
+
+def measure(carmem: Path, users: int, deadline: float, silence: float, embedder: str = "minilm",
+            progress: bool = False) -> tuple[list[dict], dict]:
+    """Every turn of `users` CarMem users through the three pipelines; the rows and each memory service's counts."""
+    from boundmem.memory import build_memory
+    from boundmem.schema.load import builtin_schema
+
+    picked = voice_turns(carmem, users)
+    rows: list[dict] = []
+    keys = ("turns", "injected", "speculative", "late", "submitted")
+    counts = {mode: dict.fromkeys(keys, 0) for mode in MODES if mode != "none"}
+    with tempfile.TemporaryDirectory() as tmp:
+        mem = build_memory(db=Path(tmp) / "voice.db", schema=builtin_schema("incar"), embedder=embedder)
+        try:
+            store_users(mem, [spec for spec, _ in picked])
+            mem.warm()
+            for n, (spec, asks) in enumerate(picked):
+                rig = _Rig(mem, spec.user, deadline)
+                rows += asyncio.run(rig.run(lambda r: _user_rows(r, asks, silence)))
+                for mode, service in rig.services.items():
+                    for key in keys:
+                        counts[mode][key] += getattr(service.stats, key)
+                if progress:
+                    typer.echo(f"  user {n + 1}/{len(picked)}", err=True)
+        finally:
+            mem.close_jobs()
+            mem.store.close()
+    return rows, counts
+
+
+def summarise(rows: list[dict], deadline: float) -> dict:
+    """Per pipeline: held p50/p95 (ms), its p95 over one recall's p95, and whether that p95 is within the deadline;
+    one recall's p50/p95 beside them."""
+    one = [r["one_recall"] for r in rows]
+    r95 = _pct(one, 0.95)
+    out: dict[str, Any] = {"turns": len(rows),
+                           "one_recall_ms": {"p50": _ms(_pct(one, 0.5)), "p95": _ms(r95)}}
+    for mode in MODES:
+        held = [r[f"held_{mode}"] for r in rows]
+        p95 = _pct(held, 0.95)
+        out[mode] = {"held_ms": {"p50": _ms(_pct(held, 0.5)), "p95": _ms(p95)},
+                     "p95_over_recall_p95": round(p95 / r95, 3) if p95 is not None and r95 else None,
+                     "p95_within_deadline": p95 is not None and p95 <= deadline}
+    return out
+
+
+LABELS = {"speculative": "boundmem, recall started on the transcriptions",
+          "at_context": "boundmem, recall started at the context frame", "none": "without memory"}
+
+
+def markdown(summary: dict, meta: dict) -> str:
+    one = summary["one_recall_ms"]
+    lines = ["# bench voice", "",
+             f"{meta['users']} CarMem users, {summary['turns']} turns; end-of-turn silence {meta['end_of_turn'] * 1000:g} ms; "
+             f"deadline {meta['deadline'] * 1000:g} ms; embedder {meta['embedder']}; {meta['seconds']:.0f} s.", "",
+             f"One recall on its own: p50 {one['p50']} ms, p95 {one['p95']} ms.", "",
+             "| pipeline | held before the LLM p50 / p95 (ms) | held p95 / one recall p95 | p95 within deadline "
+             "| late (dropped) | memory injected |",
+             "| --- | ---: | ---: | --- | ---: | ---: |"]
+    for mode in MODES:
+        s, c = summary[mode], meta["counts"].get(mode)
+        late, injected = (c["late"], c["injected"]) if c else ("-", "-")
+        lines.append(f"| {LABELS[mode]} | {s['held_ms']['p50']} / {s['held_ms']['p95']} | {s['p95_over_recall_p95']} "
+                     f"| {s['p95_within_deadline']} | {late} | {injected} |")
+    return "\n".join(lines) + "\n"
+
+
+def run_voice(carmem: Path, users: int = 10, deadline: Optional[float] = None, end_of_turn: float = END_OF_TURN,
+              embedder: str = "minilm", progress: bool = False) -> tuple[dict, list[dict], dict]:
+    from boundmem.integrations.turns import DEFAULT_DEADLINE
+
+    deadline = DEFAULT_DEADLINE if deadline is None else deadline
+    t0 = time.perf_counter()
+    rows, counts = measure(carmem, users, deadline, end_of_turn, embedder, progress)
+    meta = {"users": len({r["user"] for r in rows}), "deadline": deadline, "end_of_turn": end_of_turn,
+            "embedder": embedder, "counts": counts, "seconds": time.perf_counter() - t0}
+    return summarise(rows, deadline), rows, meta
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("voice")
+    def voice(carmem: Path = typer.Option(Path("../shared/data/carmem/dataset.jsonl"), "--carmem",
+                                          help="CarMem dataset.jsonl (its users 51-100 hold the preferences)."),
+              users: int = typer.Option(10, "--users", min=1, max=50, help="How many CarMem users (ten turns each)."),
+              deadline: Optional[float] = typer.Option(None, "--deadline", min=0.001,
+                                                       help="Seconds a context may wait for memory (default: the "
+                                                            "integrations' default)."),
+              end_of_turn: float = typer.Option(END_OF_TURN, "--end-of-turn", min=0.0,
+                                                help="Silence between the final transcription and the end of the "
+                                                     "turn (a VAD's stop time)."),
+              embedder: str = typer.Option("minilm", "--embedder"),
+              out: Path = typer.Option(Path("bench-out/voice"), "--out")):
+        """Per turn, the time the context is held before the LLM with boundmem and without (p50/p95), and its ratio
+        to one recall, in a real Pipecat pipeline on CarMem users."""
+        if not carmem.is_file():
+            raise typer.BadParameter(f"{carmem} is not a file", param_hint="--carmem")
+        summary, rows, meta = run_voice(carmem, users, deadline, end_of_turn, embedder, progress=True)
+        meta["machine"], meta["load_average_end"] = machine_info(), load_average()   # latency on a shared box
+        write_json(out / "results.json", {"meta": meta, "summary": summary})
+        (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (out / "report.md").write_text(report := markdown(summary, meta))
+        typer.echo(report)
