@@ -108,6 +108,7 @@ def test_twenty_turns_one_memory_message_each_and_only_the_new_exchange_submitte
     assert max(counts) == 1, counts                       # never piled up
     assert counts[TURNS.index("put on some music")] == 1  # and there when it helps
     assert "Dislikes: Jazz" in memory_messages(seen[0])[0]["content"]
+    assert memory_messages(seen[0])[0]["role"] == "developer"   # Pipecat's role for guidance added to the context
     assert all(m[0] == SYSTEM for m in seen)              # the app's instructions stay first
     final = voice.context.get_messages()
     assert len(memory_messages(final)) <= 1

@@ -48,13 +48,19 @@ class BoundmemMemoryService(FrameProcessor):
     class InputParams(BaseModel):
         """deadline: seconds a context frame may wait for memory (past it the LLM goes without; the late result is
         dropped and counted); k: at most this many memories; episodic: add episodes where episodic memory is on for
-        the user (opt-in); gate=False: the raw top-k instead of what passes the recall gate; role: the memory message's role."""
+        the user (opt-in); gate=False: the raw top-k instead of what passes the recall gate; role: the memory message's role.
+
+        Why "developer" by default: Pipecat keeps the app's instructions in the LLM service's `system_instruction` and
+        guidance added at run time as developer messages in the context; an adapter that sends the instruction as a
+        separate parameter (Anthropic, Google) drops an initial system message of the context when `system_instruction`
+        is set, and each service turns developer messages into what its model accepts (user messages where it has no
+        such role)."""
 
         deadline: float = Field(default=DEFAULT_DEADLINE, gt=0)
         k: int = Field(default=5, ge=1, le=50)
         episodic: bool = False
         gate: bool = True
-        role: Literal["system", "developer"] = "system"
+        role: Literal["system", "developer"] = "developer"
 
     def __init__(self, memory: Memory, *, user_id: Optional[str] = None, tenant: Optional[str] = None,
                  params: Optional[InputParams] = None, memory_format: MemoryFormat = DEFAULT, **kwargs: Any):
