@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -61,14 +62,15 @@ def _ms(x: Optional[float]) -> Optional[float]:
 
 
 MODES = ("speculative", "at_context", "none")
+MEM0 = "mem0"
 
 
 class _Rig:
-    """One user's three running pipelines and the means to speak into them: boundmem with recall started on the
+    """One user's running pipelines and the means to speak into them: boundmem with recall started on the
     transcriptions (`speculative`), boundmem without the transcript tap so recall starts at the context frame
-    (`at_context`), and no memory at all (`none`)."""
+    (`at_context`), no memory at all (`none`), and with `mem0` (a mem0 Memory) Pipecat's own `Mem0MemoryService`."""
 
-    def __init__(self, mem, user: str, deadline: float):
+    def __init__(self, mem, user: str, deadline: float, mem0: Any = None):
         from pipecat.pipeline.pipeline import Pipeline
         from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 
@@ -77,12 +79,15 @@ class _Rig:
         frames = _frames()
         self.mem, self.user = mem, user
         self.services, self.workers, self.llms = {}, {}, {}
-        for mode in MODES:
+        self.modes = MODES + ((MEM0,) if mem0 is not None else ())
+        for mode in self.modes:
             stamp, llm = frames.Stamp(), frames.ScriptedLLM()
             llm.stamp = stamp
             pair = frames.aggregators()
             steps = [pair.user(), stamp, llm, pair.assistant()]
-            if mode != "none":
+            if mode == MEM0:
+                steps.insert(2, _mem0_service(mem0, user))
+            elif mode != "none":
                 service = BoundmemMemoryService(mem, user_id=user,
                                                 params=BoundmemMemoryService.InputParams(deadline=deadline))
                 steps.insert(2, service)
@@ -178,11 +183,45 @@ def _frames():
     return SimpleNamespace(Stamp=Stamp, ScriptedLLM=ScriptedLLM, aggregators=aggregators)
 
 
+def _mem0_service(client: Any, user: str):
+    """Pipecat's `Mem0MemoryService` as it is (search on every context frame, no timeout; the conversation stored in
+    a background task), over `client`, a local mem0 Memory, and storing with infer=False: no LLM is called here."""
+    from unittest import mock
+
+    from pipecat.services.mem0 import memory as pipecat_mem0
+
+    class Mem0NoInfer(pipecat_mem0.Mem0MemoryService):
+        async def _store_messages(self, messages):
+            await asyncio.to_thread(self.memory_client.add, messages, user_id=self.user_id, infer=False,
+                                    metadata={"platform": "pipecat"})
+
+    with mock.patch.object(pipecat_mem0, "Memory", SimpleNamespace(from_config=lambda _config: client)):
+        return Mem0NoInfer(local_config={"client": "given"}, user_id=user)
+
+
+def _mem0(work: Path, mem, picked) -> Any:
+    """A mem0 Memory on local files with boundmem's embedder (`bench peer`'s), holding each user's preference
+    sentences (infer=False), or None when mem0 is not installed (`boundmem-bench[peer]`)."""
+    from .peer import build_mem0
+    from .report import MissingExtraError
+
+    os.environ.setdefault("MEM0_TELEMETRY", "False")   # read when mem0 is imported: a benchmark must not phone home
+    try:
+        import pipecat.services.mem0.memory  # noqa: F401
+        client = build_mem0(work, mem.embedder)
+    except (ImportError, MissingExtraError):
+        return None
+    for spec, _ in picked:
+        for pref in spec.prefs:
+            client.add(pref.sentence, user_id=spec.user, infer=False)
+    return client
+
+
 async def _user_rows(rig: _Rig, asks: list[str], silence: float) -> list[dict]:
     rows = []
     for text in asks:
         row = {"user": rig.user, "text": text}
-        for mode in MODES:
+        for mode in rig.modes:
             row[f"held_{mode}"] = await rig.say(mode, text, silence)
         row["one_recall"] = await asyncio.to_thread(rig.one_recall, text)
         rows.append(row)
@@ -190,8 +229,9 @@ async def _user_rows(rig: _Rig, asks: list[str], silence: float) -> list[dict]:
 
 
 def measure(carmem: Path, users: int, deadline: float, silence: float, embedder: str = "minilm",
-            progress: bool = False) -> tuple[list[dict], dict]:
-    """Every turn of `users` CarMem users through the three pipelines; the rows and each memory service's counts."""
+            progress: bool = False, mem0: bool = True) -> tuple[list[dict], dict]:
+    """Every turn of `users` CarMem users through the pipelines (mem0's where asked and installed); the rows and each
+    memory service's counts."""
     from boundmem.memory import build_memory
     from boundmem.schema.load import builtin_schema
 
@@ -204,8 +244,9 @@ def measure(carmem: Path, users: int, deadline: float, silence: float, embedder:
         try:
             store_users(mem, [spec for spec, _ in picked])
             mem.warm()
+            peer = _mem0(Path(tmp) / "mem0", mem, picked) if mem0 else None
             for n, (spec, asks) in enumerate(picked):
-                rig = _Rig(mem, spec.user, deadline)
+                rig = _Rig(mem, spec.user, deadline, peer)
                 rows += asyncio.run(rig.run(lambda r: _user_rows(r, asks, silence)))
                 for mode, service in rig.services.items():
                     for key in keys:
@@ -225,17 +266,19 @@ def summarise(rows: list[dict], deadline: float) -> dict:
     r95 = _pct(one, 0.95)
     out: dict[str, Any] = {"turns": len(rows),
                            "one_recall_ms": {"p50": _ms(_pct(one, 0.5)), "p95": _ms(r95)}}
-    for mode in MODES:
+    for mode in [m for m in (*MODES, MEM0) if rows and f"held_{m}" in rows[0]]:
         held = [r[f"held_{mode}"] for r in rows]
         p95 = _pct(held, 0.95)
         out[mode] = {"held_ms": {"p50": _ms(_pct(held, 0.5)), "p95": _ms(p95)},
                      "p95_over_recall_p95": round(p95 / r95, 3) if p95 is not None and r95 else None,
-                     "p95_within_deadline": p95 is not None and p95 <= deadline}
+                     "p95_within_deadline": (p95 is not None and p95 <= deadline) if mode in ("speculative", "at_context")
+                     else None}   # the others have no deadline
     return out
 
 
 LABELS = {"speculative": "boundmem, recall started on the transcriptions",
-          "at_context": "boundmem, recall started at the context frame", "none": "without memory"}
+          "at_context": "boundmem, recall started at the context frame", "none": "without memory",
+          MEM0: "Pipecat's Mem0MemoryService (mem0 local search)"}
 
 
 def markdown(summary: dict, meta: dict) -> str:
@@ -247,21 +290,27 @@ def markdown(summary: dict, meta: dict) -> str:
              "| pipeline | held before the LLM p50 / p95 (ms) | held p95 / one recall p95 | p95 within deadline "
              "| late (dropped) | memory injected |",
              "| --- | ---: | ---: | --- | ---: | ---: |"]
-    for mode in MODES:
+    for mode in [m for m in (*MODES, MEM0) if m in summary]:
         s, c = summary[mode], meta["counts"].get(mode)
         late, injected = (c["late"], c["injected"]) if c else ("-", "-")
         lines.append(f"| {LABELS[mode]} | {s['held_ms']['p50']} / {s['held_ms']['p95']} | {s['p95_over_recall_p95']} "
-                     f"| {s['p95_within_deadline']} | {late} | {injected} |")
+                     f"| {_or_dash(s['p95_within_deadline'])} | {late} | {injected} |")
+    if MEM0 not in summary:
+        lines += ["", "mem0: not run (--no-mem0, or mem0 not installed: pip install 'boundmem-bench[peer]')."]
     return "\n".join(lines) + "\n"
 
 
+def _or_dash(x: Any) -> str:
+    return "-" if x is None else str(x)
+
+
 def run_voice(carmem: Path, users: int = 10, deadline: Optional[float] = None, end_of_turn: float = END_OF_TURN,
-              embedder: str = "minilm", progress: bool = False) -> tuple[dict, list[dict], dict]:
+              embedder: str = "minilm", progress: bool = False, mem0: bool = True) -> tuple[dict, list[dict], dict]:
     from boundmem.integrations.turns import DEFAULT_DEADLINE
 
     deadline = DEFAULT_DEADLINE if deadline is None else deadline
     t0 = time.perf_counter()
-    rows, counts = measure(carmem, users, deadline, end_of_turn, embedder, progress)
+    rows, counts = measure(carmem, users, deadline, end_of_turn, embedder, progress, mem0)
     meta = {"users": len({r["user"] for r in rows}), "deadline": deadline, "end_of_turn": end_of_turn,
             "embedder": embedder, "counts": counts, "seconds": time.perf_counter() - t0}
     return summarise(rows, deadline), rows, meta
@@ -290,13 +339,15 @@ def register(app: typer.Typer) -> None:
                                                 help="Silence between the final transcription and the end of the "
                                                      "turn (a VAD's stop time)."),
               embedder: str = typer.Option("minilm", "--embedder"),
+              mem0: bool = typer.Option(True, "--mem0/--no-mem0", help="Also Pipecat's Mem0MemoryService on mem0's "
+                                        "local search, where mem0 is installed (boundmem-bench[peer])."),
               out: Path = typer.Option(Path("bench-out/voice"), "--out")):
         """Per turn, the time the context is held before the LLM with boundmem and without (p50/p95), and its ratio
         to one recall, in a real Pipecat pipeline on CarMem users."""
         if not carmem.is_file():
             raise typer.BadParameter(f"{carmem} is not a file", param_hint="--carmem")
         _quiet_pipecat()
-        summary, rows, meta = run_voice(carmem, users, deadline, end_of_turn, embedder, progress=True)
+        summary, rows, meta = run_voice(carmem, users, deadline, end_of_turn, embedder, progress=True, mem0=mem0)
         meta["machine"], meta["load_average_end"] = machine_info(), load_average()   # latency on a shared box
         write_json(out / "results.json", {"meta": meta, "summary": summary})
         (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
