@@ -148,3 +148,45 @@ def test_the_hook_reads_list_of_parts_and_replaces_a_memory_message_already_ther
     texts = [m.text_content for m in ctx.messages()]
     assert texts[0] == INSTRUCTIONS and len(texts) == 2
     assert DEFAULT.is_memory(texts[1]) and "Dislikes: Jazz" in texts[1] and "old" not in texts[1]
+
+
+class PreflightSTT(ScriptedSTT):
+    """An STT that ends the turn itself (turn_detection="stt") and sends a preflight transcript first, on which
+    LiveKit starts its preemptive generation before the turn ends."""
+
+    def say(self, text: str) -> None:
+        for kind, said in ((stt.SpeechEventType.START_OF_SPEECH, ""), (stt.SpeechEventType.PREFLIGHT_TRANSCRIPT, text),
+                           (stt.SpeechEventType.FINAL_TRANSCRIPT, text), (stt.SpeechEventType.END_OF_SPEECH, "")):
+            alternatives = [stt.SpeechData(language="en", text=said)] if said else []
+            self.events.put_nowait(stt.SpeechEvent(type=kind, alternatives=alternatives))
+
+
+def test_preemptive_generation_stands_while_the_memory_is_the_same(voice_memory):
+    """LiveKit starts the reply early on the agent's context and starts again if the hook changed it: the memory
+    message is kept in the agent's context, so only a turn whose memory changed costs a second LLM call."""
+    memory = BoundmemAgentMemory(voice_memory, user_id="ann", deadline=5.0)
+    turns = ["put on some music", "any music for the drive", "play something to relax", "what's the weather"]
+
+    async def script():
+        stt_, llm_ = PreflightSTT(), FakeLLM()
+        session = AgentSession(stt=stt_, llm=llm_, turn_handling={"turn_detection": "stt"})
+        memory.attach(session)
+        replies: asyncio.Queue = asyncio.Queue()
+        session.on("conversation_item_added", lambda ev: isinstance(ev.item, llm.ChatMessage)
+                   and ev.item.role == "assistant" and replies.put_nowait(ev.item.text_content))
+        await session.start(MemoryAgent(memory, instructions=INSTRUCTIONS))
+        calls = []
+        try:
+            for text in turns:
+                stt_.say(text)
+                await asyncio.wait_for(replies.get(), 60)
+                calls.append(llm_.n)
+        finally:
+            await session.aclose()
+        return calls, [llm_.seen.get_nowait() for _ in range(llm_.seen.qsize())]
+
+    calls, contexts = asyncio.run(script())
+    # the first turn brings the memory in (the early reply is redone); the next two keep it; the weather drops it
+    assert calls == [2, 3, 4, 6], calls
+    assert all(len(memory_messages(c)) <= 1 for c in contexts)
+    assert len(memory_messages(contexts[1])) == 1 and len(memory_messages(contexts[-1])) == 0

@@ -10,7 +10,8 @@ the one memory message into `turn_ctx`, waiting at most `deadline` seconds for t
 without memory, the late result is dropped and counted); the session's `user_input_transcribed` events start the
 recall while the user is still speaking, and `conversation_item_added` hands each user message and the assistant's
 reply to it, and nothing earlier, to the durable job queue. An agent of your own calls
-`memory.on_user_turn_completed(turn_ctx, new_message)` from its hook instead of deriving from `MemoryAgent`.
+`memory.on_user_turn_completed(turn_ctx, new_message, agent=self)` from its hook instead of deriving from
+`MemoryAgent` (the agent: so that LiveKit's preemptive generation survives a turn whose memory did not change).
 Needs `pip install 'boundmem[livekit]'`.
 """
 from __future__ import annotations
@@ -65,12 +66,28 @@ class BoundmemAgentMemory:
             said, self._user_text = self._user_text, ""
             self.turns.exchange_soon(said, text)
 
-    async def on_user_turn_completed(self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage) -> None:
-        """Put this turn's memory into `turn_ctx` (replacing any memory message already there)."""
+    async def on_user_turn_completed(self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage,
+                                     agent: Optional[Agent] = None) -> None:
+        """Put this turn's memory into `turn_ctx` (replacing any memory message already there).
+
+        Why `agent`: LiveKit's preemptive generation (on by default) starts the reply on a copy of the agent's chat
+        context before the turn ends, and discards it (starting again) when this hook leaves `turn_ctx` different
+        from that copy. A memory message only in `turn_ctx` would be new every turn; given the agent, it is also
+        kept in the agent's own context, and a turn whose memory is the same as the last one's leaves `turn_ctx`
+        as it was, so that the early reply stands."""
         block = await self.turns.memory_for(_message(new_message)[1])
-        items = self.turns.replace(turn_ctx.items, block, _message)
-        turn_ctx.items = [llm.ChatMessage(role=m["role"], content=[m["content"]]) if isinstance(m, dict) else m
-                          for m in items]
+        held = [_message(m)[1] for m in turn_ctx.items if self.turns.is_memory(*_message(m))]
+        if held == ([block] if block else []):
+            return
+        turn_ctx.items = self._with(turn_ctx.items, block)
+        if agent is not None:
+            kept = agent.chat_ctx.copy()
+            kept.items = self._with(kept.items, block)
+            await agent.update_chat_ctx(kept)
+
+    def _with(self, items: list, block: str) -> list:
+        return [llm.ChatMessage(role=m["role"], content=[m["content"]]) if isinstance(m, dict) else m
+                for m in self.turns.replace(items, block, _message)]
 
 
 class MemoryAgent(Agent):
@@ -81,4 +98,4 @@ class MemoryAgent(Agent):
         self.memory = memory
 
     async def on_user_turn_completed(self, turn_ctx: llm.ChatContext, new_message: llm.ChatMessage) -> None:
-        await self.memory.on_user_turn_completed(turn_ctx, new_message)
+        await self.memory.on_user_turn_completed(turn_ctx, new_message, agent=self)
