@@ -86,7 +86,8 @@ class _Rig:
             pair = frames.aggregators()
             steps = [pair.user(), stamp, llm, pair.assistant()]
             if mode == MEM0:
-                steps.insert(2, _mem0_service(mem0, user))
+                self.mem0 = _mem0_service(mem0, user)
+                steps.insert(2, self.mem0)
             elif mode != "none":
                 service = BoundmemMemoryService(mem, user_id=user,
                                                 params=BoundmemMemoryService.InputParams(deadline=deadline))
@@ -105,6 +106,8 @@ class _Rig:
 
         worker, words = self.workers[mode], text.split()
         self.mem.embedder.clear_cache()
+        if mode == MEM0:   # every query really embedded, by both (`bench peer`'s rule)
+            self.mem0.memory_client.embedding_model.inner.clear_cache()
         for frame in (UserStartedSpeakingFrame(), InterimTranscriptionFrame(" ".join(words[:len(words) // 2 or 1]),
                                                                            self.user, "t"),
                       TranscriptionFrame(text, self.user, "t")):
@@ -112,7 +115,10 @@ class _Rig:
         if end_of_turn > 0:
             await asyncio.sleep(end_of_turn)   # the silence a VAD waits before it calls the turn over
         await worker.queue_frame(UserStoppedSpeakingFrame())
-        return await self.llms[mode].held.get()
+        held = await self.llms[mode].held.get()
+        if mode == MEM0:
+            await self.mem0.settle()
+        return held
 
     def one_recall(self, text: str) -> float:
         self.mem.embedder.clear_cache()
@@ -185,30 +191,51 @@ def _frames():
 
 def _mem0_service(client: Any, user: str):
     """Pipecat's `Mem0MemoryService` as it is (search on every context frame, no timeout; the conversation stored in
-    a background task), over `client`, a local mem0 Memory, and storing with infer=False: no LLM is called here."""
+    a background task), over `client`, a local mem0 Memory, and storing with infer=False: no LLM is called here.
+
+    `settle()` waits for the stores in flight: the rig calls it after each mem0 turn, outside the timing, because
+    the service stores the whole conversation again on every turn, and those embeddings running on into the other
+    pipelines' turns would load the CPU under them."""
     from unittest import mock
 
     from pipecat.services.mem0 import memory as pipecat_mem0
 
     class Mem0NoInfer(pipecat_mem0.Mem0MemoryService):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.storing: set = set()
+
         async def _store_messages(self, messages):
-            await asyncio.to_thread(self.memory_client.add, messages, user_id=self.user_id, infer=False,
-                                    metadata={"platform": "pipecat"})
+            task = asyncio.ensure_future(asyncio.to_thread(self.memory_client.add, messages, user_id=self.user_id,
+                                                           infer=False, metadata={"platform": "pipecat"}))
+            self.storing.add(task)
+            try:
+                await task
+            finally:
+                self.storing.discard(task)
+
+        async def settle(self):
+            while self.storing:
+                await asyncio.gather(*list(self.storing), return_exceptions=True)
 
     with mock.patch.object(pipecat_mem0, "Memory", SimpleNamespace(from_config=lambda _config: client)):
         return Mem0NoInfer(local_config={"client": "given"}, user_id=user)
 
 
 def _mem0(work: Path, mem, picked) -> Any:
-    """A mem0 Memory on local files with boundmem's embedder (`bench peer`'s), holding each user's preference
-    sentences (infer=False), or None when mem0 is not installed (`boundmem-bench[peer]`)."""
+    """A mem0 Memory on local files with boundmem's MiniLM (`bench peer`'s adapter; an embedder of its own, so that
+    its threads and boundmem's never share a cache), holding each user's preference sentences (infer=False), or None
+    when mem0 is not installed (`boundmem-bench[peer]`)."""
+    from boundmem.config import Settings
+    from boundmem.embed.registry import make_embedder
+
     from .peer import build_mem0
     from .report import MissingExtraError
 
     os.environ.setdefault("MEM0_TELEMETRY", "False")   # read when mem0 is imported: a benchmark must not phone home
     try:
         import pipecat.services.mem0.memory  # noqa: F401
-        client = build_mem0(work, mem.embedder)
+        client = build_mem0(work, make_embedder(mem.embedder.name, Settings.from_env()))
     except (ImportError, MissingExtraError):
         return None
     for spec, _ in picked:
