@@ -118,7 +118,21 @@ class _Rig:
         held = await self.llms[mode].held.get()
         if mode == MEM0:
             await self.mem0.settle()
+        elif mode in self.services:
+            await self._learned(self.services[mode])
         return held
+
+    async def _learned(self, service) -> None:
+        """Wait (outside the timing) until this turn's exchange is queued and learned: in a car the next turn comes
+        seconds later, and the ingestion is done by then; here it would run on into the next pipeline's turn."""
+        turns, want = service.turns, service.stats.turns
+        for _ in range(2000):   # the assistant turn reaches the service just after the reply; at most a few seconds
+            if service.stats.submitted >= want:
+                break
+            await asyncio.sleep(0.002)
+        jobs = await turns.flush()
+        if jobs:
+            await asyncio.to_thread(self.mem.wait, jobs[-1].id)
 
     def one_recall(self, text: str) -> float:
         self.mem.embedder.clear_cache()
@@ -335,6 +349,12 @@ def run_voice(carmem: Path, users: int = 10, deadline: Optional[float] = None, e
               embedder: str = "minilm", progress: bool = False, mem0: bool = True) -> tuple[dict, list[dict], dict]:
     from boundmem.integrations.turns import DEFAULT_DEADLINE
 
+    from .report import MissingExtraError
+
+    try:
+        import pipecat  # noqa: F401
+    except ImportError as e:
+        raise MissingExtraError("bench voice runs a Pipecat pipeline: pip install 'boundmem-bench[voice]'") from e
     deadline = DEFAULT_DEADLINE if deadline is None else deadline
     t0 = time.perf_counter()
     rows, counts = measure(carmem, users, deadline, end_of_turn, embedder, progress, mem0)
