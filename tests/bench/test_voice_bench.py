@@ -31,6 +31,8 @@ def test_each_turn_is_timed_in_every_pipeline_and_the_speculative_recall_is_read
                                                           "Put on some music for the drive."]]
     summary, rows, meta = run_voice(path, users=1, deadline=30.0, end_of_turn=0.0, mem0=False)
     assert len(rows) == 2 and all(r[f"held_{m}"] >= 0 for r in rows for m in MODES) and all(r["one_recall"] > 0 for r in rows)
+    # the pipeline without the tap waits for its one recall: never less than that recall took
+    assert all(0 < r["recall_in_turn"] <= r["held_at_context"] for r in rows)
     for mode in ("speculative", "at_context"):
         assert meta["counts"][mode]["turns"] == 2 and meta["counts"][mode]["late"] == 0
     assert meta["counts"]["speculative"]["speculative"] == 2 and meta["counts"]["at_context"]["speculative"] == 0
