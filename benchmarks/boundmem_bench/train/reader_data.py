@@ -18,7 +18,7 @@ from typing import Iterable, Optional
 
 from .reader_validate import HERE, SCHEMA_FILES, locate
 
-HELD_OUT = frozenset({"w02", "w06", "w12", "w18"})
+HELD_OUT = frozenset({"w02", "w06", "w12", "w18", "w21"})
 DEV = frozenset({"w05", "w10"})
 
 
