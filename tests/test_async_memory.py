@@ -100,5 +100,6 @@ def test_readme_voice_example_runs_as_written(tmp_path, minilm, monkeypatch):
     with contextlib.redirect_stdout(out):
         exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith("What this user told you before: Italian") and lines[-1] == "done", lines
+    assert lines[0].startswith("What you remember about this user") and any('"memory": "Italian"' in l for l in lines) \
+        and lines[-1] == "done", lines
     assert os.path.exists(tmp_path / "voice.db")

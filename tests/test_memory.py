@@ -103,8 +103,11 @@ def test_failed_ingest_stores_nothing(tmp_path, schema, hash_embedder):
                maintainer=ExplodingMaintainer(after=1), embedder=hash_embedder)
     m.extractor.next = [Candidate(path=CUISINE, attribute="Italian", sentence="Italian"),
                         Candidate(path=TEMP, attribute="21", sentence="21 degrees")]
-    with pytest.raises(RuntimeError):
+    from boundmem.memory import IngestFailed
+
+    with pytest.raises(IngestFailed) as e:   # a clear error, the crash as its cause
         m.add(conv(), "u")
+    assert isinstance(e.value.__cause__, RuntimeError)
     assert m.preferences("u") == [] and m.store.audit("u") == []
 
 

@@ -99,6 +99,9 @@ class Settings(_Group):
                                "value that promote it to a preference")
     observation_days: float = Field(90.0, gt=0, description="BOUNDMEM_OBSERVATION_DAYS: days an unconfirmed "
                                     "observation is kept")
+    max_ingest_seconds: Optional[float] = Field(10.0, gt=0, description="BOUNDMEM_MAX_INGEST_SECONDS: CPU seconds one "
+                                                "ingest may take before it is refused (413 max_ingest_seconds), "
+                                                "nothing stored")
     embed: EmbedSettings = EmbedSettings()
     llm: LLMSettings = LLMSettings()
     llm_local: LocalLLMSettings = LocalLLMSettings()
@@ -120,6 +123,7 @@ class Settings(_Group):
             jobs_nice=r.number(int, "BOUNDMEM_JOBS_NICE"),
             promote_after=r.number(int, "BOUNDMEM_PROMOTE_AFTER", minimum=1),
             observation_days=r.number(float, "BOUNDMEM_OBSERVATION_DAYS", minimum=0, strict=True),
+            max_ingest_seconds=r.number(float, "BOUNDMEM_MAX_INGEST_SECONDS", minimum=0, strict=True),
             embed=EmbedSettings(**_given(
                 embedder=r.text("BOUNDMEM_EMBEDDER"),
                 minilm_backend=r.choice("BOUNDMEM_MINILM_BACKEND", ("auto", "onnx", "torch")),

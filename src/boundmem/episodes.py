@@ -18,6 +18,8 @@ so a user's episodes are exported, opted out of, audited and forgotten with the 
 """
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
 from datetime import date
 from typing import Optional, Sequence
 
@@ -27,7 +29,7 @@ from .caim.base import DialogueTurn
 from .caim.compress import guard_verbatim
 from .caim.controller import GatedController, cutoff_applies
 from .caim.dates import parse_date_range
-from .caim.models import Thought, ThoughtDraft
+from .caim.models import Thought, ThoughtDraft, fit_thought
 from .caim.ontology import Ontology, builtin_ontology, load_ontology
 from .caim.postthink import similar_thoughts
 from .caim.retrieval import RetrievalParams, rank, tag_similarity
@@ -39,6 +41,9 @@ from .models import Conversation, Episode, EpisodeHit, EpisodeRecall, EpisodeRes
 from .store.base import OptedOutError, Store, blocking_rule
 from .store.sql_episodes import episode_rule
 from .user_id import SEP
+
+
+_BUILD_LOCK = threading.Lock()
 
 
 class EpisodicOff(ConflictError):
@@ -92,6 +97,17 @@ def _draft(e: Episode) -> ThoughtDraft:
     return ThoughtDraft(text=e.text, tags=e.tags, timestamp=e.day, source_turn_ids=e.source_turn_ids)
 
 
+@dataclass
+class EpisodePlan:
+    """What one conversation will write as episodes (`EpisodicMemory.prepare`), before any of it is written."""
+
+    result: EpisodeResult
+    drafts: list[ThoughtDraft]
+    vectors: list
+    conversation_id: str
+    day: date
+
+
 class EpisodicMemory:
     """Post-thinking into the store's episodes, and their retrieval, for the users `enabled_for` admits."""
 
@@ -134,6 +150,13 @@ class EpisodicMemory:
         """Post-think one conversation of `day` (default today, UTC) into short-term episodes, in one transaction.
         Short-term episodes of earlier days are first moved into long-term memory (their session ended); with
         `end_session` today's are too."""
+        plan = self.prepare(conversation, user, day)
+        with self.store.transaction(user) as tx:
+            return self.write(tx, plan, end_session)
+
+    def prepare(self, conversation: Conversation, user: str, day: Optional[date] = None) -> "EpisodePlan":
+        """Everything of `remember` that writes nothing (post-thinking, tags, opt-outs, vectors), so that `Memory.add`
+        can write the episodes in the preferences' own transaction: all of an ingest lands, or none of it."""
         self.require(user)
         day = day or utcnow().date()
         turns = dialogue_turns(conversation)
@@ -146,20 +169,23 @@ class EpisodicMemory:
                 result.dropped += 1
             elif episode_rule(opted, tags):
                 result.blocked += 1
-            else:
-                kept.append(d.model_copy(update={"text": guard_verbatim(d.text, turns), "tags": tags}))
+            elif text := fit_thought(guard_verbatim(d.text, turns)):
+                kept.append(ThoughtDraft(text=text, tags=tags, timestamp=d.timestamp, source_turn_ids=d.source_turn_ids))
         vecs = self.embedder.embed([d.text for d in kept]) if kept else []
-        cause = f"post-thinking of conversation {conversation.id}"
-        stored: dict[str, Episode] = {}
-        with self.store.transaction(user) as tx:
-            self._consolidate(tx, day, result, stored)
-            for d, v in zip(kept, vecs):
-                try:
-                    self._add_short(tx, d, v, conversation.id, cause, result, stored)
-                except OptedOutError:   # opted out since the check above: the store's rule wins
-                    result.blocked += 1
-            if end_session:
-                self._consolidate(tx, None, result, stored)
+        return EpisodePlan(result, kept, list(vecs), conversation.id, day)
+
+    def write(self, tx, plan: "EpisodePlan", end_session: bool = False) -> EpisodeResult:
+        """Write a prepared plan in the user's open transaction `tx`; its result."""
+        result, stored = plan.result, {}
+        cause = f"post-thinking of conversation {plan.conversation_id}"
+        self._consolidate(tx, plan.day, result, stored)
+        for d, v in zip(plan.drafts, plan.vectors):
+            try:
+                self._add_short(tx, d, v, plan.conversation_id, cause, result, stored)
+            except OptedOutError:   # opted out since the check above: the store's rule wins
+                result.blocked += 1
+        if end_session:
+            self._consolidate(tx, None, result, stored)
         result.stored = list(stored.values())
         return result
 
@@ -289,7 +315,9 @@ class EpisodicAccess:
     @property
     def episodic_memory(self) -> EpisodicMemory:
         if self._episodic_memory is None:
-            self._episodic_memory = EpisodicMemory(self.store, self.embedder, self.episodic)
+            with _BUILD_LOCK:   # concurrent first callers build CAIM's parts once
+                if self._episodic_memory is None:
+                    self._episodic_memory = EpisodicMemory(self.store, self.embedder, self.episodic)
         return self._episodic_memory
 
     def episodic_on(self, user: str) -> bool:

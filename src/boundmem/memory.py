@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -10,7 +12,7 @@ from typing import Any, Callable, Optional, Sequence, get_args
 
 from .config import EpisodicSettings, Settings
 from .episodes import EpisodicAccess
-from .errors import ConflictError, InputError, NotFoundError
+from .errors import BoundmemError, ConflictError, InputError, LimitError, NotFoundError
 from .extract.base import Extractor, Warmable
 from .maintain.base import Maintainer, enforce_multiplicity
 from .models import (AuditEntry, Candidate, ConsentAction, ConsentRecord, Conversation, Decision, EpisodeRecall,
@@ -24,8 +26,50 @@ from .retrieve.gate import RecallGate, RequestCues
 from .retrieve.retriever import Retriever
 from .retrieve.text import enriched_text
 from .schema.model import CategoryPath, Schema, UnknownCategoryError
-from .store.base import OptedOutError, Store, blocking_rule, normalise_value
+from .store.base import OptedOutError, Store, blocking_rule, is_store_busy, normalise_value
 from .store.schema_record import bind_schema, check_schema
+from .user_id import check_store_user_id
+
+log = logging.getLogger("boundmem.memory")
+
+
+def check_text(value: object, argument: str) -> str:
+    """A public method's text argument: a string, else an InputError naming the argument (not an AttributeError)."""
+    if not isinstance(value, str):
+        raise InputError(f"argument {argument!r} must be a string, not {type(value).__name__}"
+                         + (" (give the text of the message, not its list of parts)" if isinstance(value, list) else ""))
+    return value
+
+
+class IngestFailed(BoundmemError):
+    """An ingest failed on something that is not the caller's or the store's fault (a bug); it was rolled back
+    whole: no preference, observation, episode, audit entry or job state of it was kept."""
+
+    code = "ingest_failed"
+
+
+class IngestTooLong(LimitError):
+    """An ingest ran past `max_ingest_seconds` of CPU time; stopped before anything was written."""
+
+    code = "max_ingest_seconds"
+    name = "max_ingest_seconds"
+    status = 413
+
+
+class Deadline:
+    """The CPU time one ingest may take (process CPU time of this thread), checked between its stages: a turn that
+    would burn seconds in extraction or post-thinking is refused before anything is written, naming the limit."""
+
+    def __init__(self, seconds: Optional[float]):
+        self.seconds, self.start = seconds, time.thread_time()
+
+    def check(self, stage: str) -> None:
+        if self.seconds is None:
+            return
+        spent = time.thread_time() - self.start
+        if spent > self.seconds:
+            raise IngestTooLong(f"the ingest took more than max_ingest_seconds={self.seconds:g} s of CPU time "
+                                f"({spent:.1f} s by the end of {stage}); nothing was stored: send shorter turns")
 
 
 @dataclass
@@ -47,10 +91,13 @@ class Memory(EpisodicAccess):
     observation_days: float = 90.0  # days an unconfirmed observation is kept (BOUNDMEM_OBSERVATION_DAYS)
     episodic: EpisodicSettings = field(default_factory=EpisodicSettings)  # BOUNDMEM_EPISODIC*: off by default
     query_cache: int = 1024         # query vectors kept for recall (BOUNDMEM_QUERY_CACHE; 0: none)
+    max_ingest_seconds: Optional[float] = 10.0   # CPU time one ingest may take (BOUNDMEM_MAX_INGEST_SECONDS; None: no limit)
     retriever: Retriever = field(init=False)
     _jobs: Optional[JobQueue] = field(default=None, init=False, repr=False)
     _jobs_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     _schema_bound: bool = field(default=False, init=False, repr=False)
+    _warm_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    _warmed: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         check_schema(self.store, self.schema)   # another schema's store is refused at opening (store/schema_record.py)
@@ -74,13 +121,20 @@ class Memory(EpisodicAccess):
 
     # --- writing ------------------------------------------------------------------------
     def warm(self) -> None:
-        """Load the models and embed the schema's own texts now (the extractor's and the recall gate's), so the first
-        user does not wait for them."""
-        if isinstance(self.extractor, Warmable):
-            self.extractor.warm(self.schema)
-        self.embedder.embed(["warm up"])
-        if (gate := self.retriever.gate) is not None:
-            gate.warm()
+        """Load every model the request path uses (the extractor's: the reader and the language identifier; the
+        embedder; the recall gate's; episodic memory's parts where it is on) and embed the schema's own texts now,
+        once, under a lock: concurrent first callers wait for the one load, and the first user pays for none."""
+        with self._warm_lock:
+            if self._warmed:
+                return
+            if isinstance(self.extractor, Warmable):
+                self.extractor.warm(self.schema)
+            self.embedder.embed(["warm up"])
+            if (gate := self.retriever.gate) is not None:
+                gate.warm()
+            if self.episodic.enabled:
+                self.episodic_memory   # noqa: B018 - builds CAIM's tagger, thinker, merger and controller
+            self._warmed = True
 
     def user_schema(self, user: str) -> Schema:
         return self.schema.prune(self.store.opt_outs(user))
@@ -96,10 +150,22 @@ class Memory(EpisodicAccess):
         id, when neither it nor `conversation_id` gives one, is generated (`IngestResult.conversation_id`).
         When episodic memory is on for the user, the conversation (without its consent turns) is post-thought into
         episodes of `day` (default today) after the preferences are stored (`IngestResult.episodes`)."""
-        with self.embedder.ingest():   # consent, extraction, maintenance, storage: one vector per distinct text
-            return self._add(to_conversation(conversation, conversation_id), user, then, day)
+        conversation = to_conversation(conversation, conversation_id)
+        user = check_store_user_id(user, "user")
+        try:
+            with self.embedder.ingest():   # consent, extraction, maintenance, storage: one vector per distinct text
+                return self._add(conversation, user, then, day)
+        except BoundmemError:
+            raise
+        except Exception as e:   # one transaction was open at most, and it rolled back: nothing of this ingest is kept
+            if is_store_busy(e):   # the same call may succeed later (the job queue retries it)
+                raise
+            log.exception("ingest of conversation %s failed", conversation.id)
+            raise IngestFailed(f"the ingest of conversation {conversation.id!r} failed and nothing of it was stored "
+                               f"({type(e).__name__}); the server log has the details") from e
 
     def _add(self, conversation: Conversation, user: str, then, day: Optional[date]) -> IngestResult:
+        deadline = Deadline(self.max_ingest_seconds)
         opted = self.store.opt_outs(user)
         schema = self.schema.prune(opted)
         requests = self.consent.detect(conversation, self.schema) if self.consent else []
@@ -108,10 +174,27 @@ class Memory(EpisodicAccess):
             said = {r.turn for r in requests}
             rest = tuple(t for i, t in enumerate(conversation.turns) if i not in said)
             conversation = conversation.model_copy(update={"turns": rest})
+        deadline.check("consent detection")
         has_user_turns = any(t.role == "user" for t in conversation.turns)
         candidates = self.extractor.extract(conversation, schema).candidates if has_user_turns and schema.mains else []
-        result = self.apply(candidates, user, conversation.id, schema, then=then, consent=requests)
-        return self._remember_after_ingest(conversation, user, result, day)
+        deadline.check("extraction")
+        # the episodic half is thought out before anything is written, and written in the preferences' transaction
+        plan = self.episodic_memory.prepare(conversation, user, day) if self.episodic_on(user) else None
+        deadline.check("post-thinking")
+        written: list[bool] = []
+
+        def write_all(tx, result: IngestResult) -> None:
+            if plan is not None:
+                result.episodes = self.episodic_memory.write(tx, plan)
+            written.append(True)
+            if then is not None:
+                then(tx, result)
+
+        result = self.apply(candidates, user, conversation.id, schema, then=write_all, consent=requests)
+        if plan is not None and not written:   # no preference to write: the episodes' own transaction
+            with self.store.transaction(user) as tx:
+                write_all(tx, result)
+        return result
 
     def _bind_schema(self) -> None:
         """The first write records the schema in the store (or finds that another writer recorded another one)."""
@@ -146,6 +229,7 @@ class Memory(EpisodicAccess):
         """Queue a conversation for `add` and return at once with its `Job` (committed, so it survives a crash).
         A worker thread of this Memory drains the queue (started here unless `start_worker=False`); follow it
         with `job(id)` or `wait(id)`. Accepts what `add` accepts; the input is checked before anything is queued."""
+        user = check_store_user_id(user, "user")
         job = self.jobs.submit(user, to_conversation(conversation, conversation_id))
         if start_worker:
             self.jobs.start(self.add)
@@ -333,6 +417,7 @@ class Memory(EpisodicAccess):
         (retrieve/gate.py) keeps a hit only when its calibrated relevance passes, so most requests ("what's the
         weather?", "call Anna") get none; `k` caps them (None: the passing ones of one subcategory). `gate=False`:
         raw cosine top-k (k None: dynamic); `min_score`: raw top-k of at least that cosine."""
+        utterance, user = check_text(utterance, "utterance"), check_store_user_id(user, "user")
         return self.retriever.recall(utterance, user, k, gate=gate, min_score=min_score)
 
     def recall_all(self, utterance: str, user: str, k: Optional[int] = 5, *, gate: bool = True,
@@ -351,6 +436,7 @@ class Memory(EpisodicAccess):
         return self.embedder.stats()
 
     def preferences(self, user: str, category: Optional[str] = None) -> list[Preference]:
+        user = check_store_user_id(user, "user")
         return self.store.preferences(user, self.schema.resolve_prefix(category) if category else None)
 
     # --- user control -------------------------------------------------------------------
@@ -417,7 +503,7 @@ class Memory(EpisodicAccess):
         return entries
 
     def export(self, user: str) -> UserExport:
-        return self.store.export(user)
+        return self.store.export(check_store_user_id(user, "user"))
 
     # --- observations ---------------------------------------------------------------------
     def observations(self, user: str) -> list[Observation]:
@@ -463,6 +549,7 @@ class Memory(EpisodicAccess):
         """Erase everything held about the user; returns how many preferences were erased. A user the store does not
         hold (never seen, or forgotten already) with nothing queued is a NotFoundError, as on the CLI and the API:
         a mistyped id must not read as an erasure done."""
+        user = check_store_user_id(user, "user")
         # queued conversations of the user go too, whoever queued them (another process, an earlier run), before the
         # store's erasure, whose WAL wipe then covers their pages
         queued = self.jobs.forget_user(user)
@@ -575,4 +662,4 @@ def build_memory(settings: Optional[Settings] = None, *, db: Optional[str | Path
                   extractor=make_extractor(extractor, settings, emb), maintainer=make_maintainer(maintainer, settings, emb),
                   embedder=emb, jobs_nice=settings.jobs_nice, promote_after=settings.promote_after,
                   observation_days=settings.observation_days, episodic=settings.episodic,
-                  query_cache=settings.embed.query_cache)
+                  query_cache=settings.embed.query_cache, max_ingest_seconds=settings.max_ingest_seconds)

@@ -4,7 +4,9 @@ from __future__ import annotations
 from datetime import date, datetime, timezone
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import InputError
 
 from .schema.model import CategoryPath
 
@@ -13,11 +15,22 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+class InvalidTurn(InputError):
+    """A conversation turn (or conversation) built with a bad argument; names it."""
+
+
 class Turn(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     role: Literal["user", "assistant"]
     text: str = Field(min_length=1)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as e:   # a BoundmemError naming the argument, not pydantic's report
+            bad = "; ".join(f"argument {'.'.join(map(str, err['loc'])) or 'turn'!r}: {err['msg']}" for err in e.errors())
+            raise InvalidTurn(f"invalid turn: {bad}") from None
 
 
 class Conversation(BaseModel):

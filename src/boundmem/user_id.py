@@ -10,6 +10,7 @@ and a caller cannot name another tenant's user.
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 from .errors import InputError
 
@@ -23,7 +24,10 @@ RULE = "1-128 characters: letters, digits and _ . @ + - (not first), nothing els
 
 
 class InvalidUserId(InputError):
-    """A user id (or tenant name) that breaks the rule; the message names the value and the rule."""
+    """A user id (or tenant name) that breaks the rule; the message names the value and the rule (and the argument,
+    `argument`, when a public method's argument was checked)."""
+
+    argument: str = "user"
 
 
 def valid_user_id(user: object) -> bool:
@@ -52,13 +56,20 @@ def namespaced(tenant: str, user: str) -> str:
     return f"{check_tenant(tenant)}{SEP}{check_user_id(user)}"
 
 
-def check_store_user_id(user: object) -> str:
-    """A user id as the operator's CLI names it: `user`, or `tenant:user` for a user of a tenant of the HTTP API
-    or an MCP server. Each part must follow its rule in full."""
-    if isinstance(user, str) and SEP in user:
-        tenant, _, rest = user.partition(SEP)
-        if valid_tenant(tenant) and valid_user_id(rest):
-            return user
-        raise InvalidUserId(f"invalid user id {user!r}: expected USER or TENANT:USER, the user part {RULE}")
-    return check_user_id(user)
-
+def check_store_user_id(user: object, argument: Optional[str] = None) -> str:
+    """A user id as the operator's CLI and the library name it: `user`, or `tenant:user` for a user of a tenant of
+    the HTTP API or an MCP server. Each part must follow its rule in full. With `argument` (a public method's
+    parameter), the error names it: one rule for every surface, refused before anything is stored."""
+    try:
+        if isinstance(user, str) and SEP in user:
+            tenant, _, rest = user.partition(SEP)
+            if valid_tenant(tenant) and valid_user_id(rest):
+                return user
+            raise InvalidUserId(f"invalid user id {user!r}: expected USER or TENANT:USER, the user part {RULE}")
+        return check_user_id(user)
+    except InvalidUserId as e:
+        if argument is None:
+            raise
+        err = InvalidUserId(f"argument {argument!r}: {e}")
+        err.argument = argument
+        raise err from None

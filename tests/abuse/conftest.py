@@ -33,6 +33,23 @@ class Kind:
 
 
 @pytest.fixture()
+def emem(tmp_path, schema, cue_extractor):
+    """The fast Memory with episodic memory on for every user."""
+    from boundmem.config import EpisodicSettings
+    from boundmem.embed import HashEmbedder
+    from boundmem.maintain.rules import RuleMaintainer
+    from boundmem.memory import Memory
+    from boundmem.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "episodic.db")
+    mem = Memory(schema=schema, store=store, extractor=cue_extractor, maintainer=RuleMaintainer(),
+                 embedder=HashEmbedder(), episodic=EpisodicSettings(enabled=True))
+    yield mem
+    mem.close_jobs()
+    store.close()
+
+
+@pytest.fixture()
 def kind(request):
     """`kind("name")`: a counter of cases of one attack kind; its failures fail the test at the end."""
     made: list[Kind] = []

@@ -299,7 +299,7 @@ def test_the_proxy_learns_episodes_and_injects_them_only_when_memory_is_needed(e
         assert r.status_code == 200 and r.headers["x-boundmem-episodic"] == "retrieved"
         assert int(r.headers["x-boundmem-episodes"]) >= 1
         system = upstream.requests[0].messages[0]["content"]
-        assert EPISODES_HEADER in system and f"- {today.isoformat()}: {GREEN_LEAF}" in system
+        assert EPISODES_HEADER in system and f'{{"day": "{today.isoformat()}", "memory": "{GREEN_LEAF}"}}' in system
         r = chat(tc, "What's the weather like?")
         assert r.headers["x-boundmem-episodic"] == "declined" and r.headers["x-boundmem-episodes"] == "0"
         assert all(EPISODES_HEADER not in str(m.get("content")) for m in upstream.requests[1].messages)

@@ -180,6 +180,6 @@ def test_the_memory_block_words_a_dislike_as_one(memory):
                                   hit("avoidance_of_specific_road_types", "routing", "navigation_and_routing",
                                       "Highways", "like"),
                                   hit("favorite_cuisine", "restaurant", "points_of_interest", "Italian", "like")])
-    assert "- Music > Favorite Genres: Dislikes: Jazz (they said" in block
-    assert "Routing > Avoidance of Specific Road Types: Avoids: Highways" in block
-    assert "Restaurant > Favorite Cuisine: Italian (they said" in block
+    assert '{"category": "Music / Favorite Genres", "memory": "Dislikes: Jazz", "they_said": "about Jazz"}' in block
+    assert '"category": "Routing / Avoidance of Specific Road Types", "memory": "Avoids: Highways"' in block
+    assert '{"category": "Restaurant / Favorite Cuisine", "memory": "Italian", "they_said"' in block

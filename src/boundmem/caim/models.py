@@ -24,6 +24,20 @@ def turn_day(tid: str) -> Optional[date]:
     return date.fromisoformat(m.group(1)) if m else None
 
 
+THOUGHT_CHARS = 400   # the longest thought a store keeps (ThoughtDraft.text)
+
+
+def fit_thought(text: str, limit: int = THOUGHT_CHARS) -> str:
+    """`text` as a thought may hold it: whitespace folded, cut at the last word boundary within `limit` characters
+    (mid-word only for a single word longer than that), never over. Post-thinking cuts rather than crashes: a turn
+    of 4,000 characters (or zalgo text, or one endless word) becomes a thought of at most `limit`."""
+    t = " ".join(str(text).split())
+    if len(t) <= limit:
+        return t
+    cut = t[:limit + 1].rsplit(" ", 1)[0] if " " in t[:limit + 1] else ""
+    return (cut if cut and len(cut) <= limit else t[:limit]).rstrip()
+
+
 class ThoughtDraft(BaseModel):
     """A thought post-thinking proposes, before it is merged into long-term memory."""
 

@@ -24,7 +24,7 @@ import numpy as np
 from .base import DialogueTurn
 from .compress import ai_thought, guard_verbatim, user_thought
 from .llmio import CAIMLLMError, ask_json, field
-from .models import MergeDecision, Thought, ThoughtDraft
+from .models import MergeDecision, Thought, ThoughtDraft, fit_thought
 from .ontology import Ontology, tag_overlap
 from .prompts import MERGE_SYSTEM, MERGE_USER, THINK_SYSTEM, THINK_USER
 from .store import CAIMTx
@@ -52,7 +52,9 @@ class LocalThinker:
         out = []
         prev = ""
         for t in turns:
-            u, a = user_thought(t, day, self.max_words), ai_thought(t, day, self.max_words)
+            # one endless word or zalgo text: cut to a thought's length, never a crash
+            u, a = (fit_thought(x) if x else "" for x in (user_thought(t, day, self.max_words),
+                                                           ai_thought(t, day, self.max_words)))
             if u:
                 out.append(ThoughtDraft(text=u, tags=tuple(self.tagger.tags(u, 3)), timestamp=day, source_turn_ids=(t.id,)))
             if a:
@@ -115,7 +117,7 @@ class LLMThinker:
                 raise CAIMLLMError("post-thinking", f"thought {i} has no text")
             tags = self.ontology.valid([str(x) for x in it.get("tags") or []], limit=3)
             srcs = tuple(s for s in dict.fromkeys(str(x) for x in it.get("sources") or []) if s in ids)
-            out.append(ThoughtDraft(text=it["text"][:400], tags=tuple(tags), timestamp=day, source_turn_ids=srcs))
+            out.append(ThoughtDraft(text=fit_thought(it["text"]), tags=tuple(tags), timestamp=day, source_turn_ids=srcs))
         return out
 
 

@@ -29,6 +29,7 @@ from ..schema.model import DetailRef, Schema
 from . import reader_input as RI
 from .base import Extraction
 from .reader_model import ReaderModel, SpanReading, _softmax
+from . import speech
 from .speech import is_english
 
 # Words that name no value on their own. A span made only of them is a reference ("love *it*", "not *that one*"):
@@ -75,6 +76,7 @@ class ReaderExtractor:
         self._cache_size = cache_size
 
     def warm(self, schema: Schema) -> None:
+        speech.warm()   # the language identifier every turn passes (is_english), loaded once under its lock
         self.model.warm()
         self._labels_for(schema.unpruned)
 

@@ -3,7 +3,8 @@ read (storing a guess from a sentence it cannot read is worse than storing nothi
 """
 from __future__ import annotations
 
-from functools import lru_cache
+import threading
+from typing import Any, Optional
 
 # py3langid among the languages a car's or a phone's users most often speak: over its 97 languages, lowercase spoken
 # English of a few words ("does peking garden deliver") reads as Nigerian Pidgin or Latin; among these it reads as
@@ -11,14 +12,32 @@ from functools import lru_cache
 LANGUAGES = ("en", "de", "fr", "es", "it", "pt", "nl", "zh", "ja", "ru", "tr", "pl", "sv", "ko", "ar", "hi")
 
 
-@lru_cache(maxsize=1)
-def _identifier():
-    """The language-id model, loaded once (read-only after set_languages: safe to share between threads)."""
+_LOCK = threading.Lock()
+_IDENT: Optional[Any] = None
+
+
+def _load_identifier():
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
     ident = LanguageIdentifier.from_model_file(MODEL_FILE)
     ident.set_languages(list(LANGUAGES))
     return ident
+
+
+def _identifier():
+    """The language-id model, loaded once under a lock (concurrent first callers wait for the one load instead of
+    each loading it); read-only after set_languages: safe to share between threads."""
+    global _IDENT
+    if _IDENT is None:
+        with _LOCK:
+            if _IDENT is None:
+                _IDENT = _load_identifier()
+    return _IDENT
+
+
+def warm() -> None:
+    """Load the language-id model now (the extractor's warm() calls this), so no request waits for it."""
+    _identifier()
 
 
 def is_english(text: str) -> bool:

@@ -12,7 +12,8 @@ For each request:
    cut, so no stored sentence is longer than a turn may be.
 2. *Recall*: the user's stored preferences that would change the answer to the last user message (the recall gate,
    `retrieve/gate.py`; opt-outs excluded) are added to the system message (a new one at the start if the request has
-   none); most messages ("navigate to the airport", "call Anna") get none, and then nothing is added
+   none), as data only: a fixed preamble and a fenced block of escaped JSON lines (`retrieve/format.py`: no stored
+   word can end the block, break a line or pass as a chat-template token or a role); most messages ("navigate to the airport", "call Anna") get none, and then nothing is added
    (`X-Boundmem-Recall: none`). A failing recall (busy store, ...) is
    logged and the request goes on without memory: the memory never breaks a reply.
    Where episodic memory is on for the tenant (BOUNDMEM_EPISODIC_TENANTS), CAIM's controller decides whether the
@@ -48,8 +49,7 @@ from starlette.background import BackgroundTask
 from ..errors import BoundmemError
 from ..memory import Memory, merge_recalls
 from ..models import Conversation, EpisodeHit, EpisodeRecall, MemoryRecall, RecallHit, Turn
-from ..schema.model import UnknownCategoryError
-from ..schema.display import category_labels, statement
+from ..retrieve.format import DEFAULT as DEFAULT_FORMAT, EPISODES_PREAMBLE, PREAMBLE, MemoryFormat
 from ..service.deps import LazyMemory, MemorySource
 from ..service.auth import KeyRing
 from ..service.deps import LazyMemory, MemorySource, Principal, Service, Unauthorized, authenticate, client_address
@@ -61,7 +61,8 @@ from ..user_id import InvalidUserId, check_user_id, namespaced
 
 log = logging.getLogger("boundmem.proxy")
 USER_HEADER = "x-boundmem-user"
-MEMORY_HEADER = "What you remember about this user (their own words; use it only where it helps):"
+MEMORY_HEADER = PREAMBLE              # the default wording before the data block (an operator may give another)
+EPISODES_HEADER = EPISODES_PREAMBLE
 
 
 class ProxyError(BoundmemError):
@@ -92,22 +93,14 @@ def message_text(content: Any) -> str:
     return ""
 
 
-def memory_block(mem: Memory, hits: list[RecallHit]) -> str:
-    lines = [MEMORY_HEADER]
-    for h in hits:
-        p = h.preference
-        _, sub, detail = category_labels(mem.schema, p.path)
-        # worded with its polarity: the model must read a dislike as one ("Dislikes: Jazz"), never as a liking
-        lines.append(f"- {sub} > {detail}: {statement(detail, p.attribute, p.polarity)} (they said: \"{p.sentence}\")")
-    return "\n".join(lines)
+def memory_block(mem: Memory, hits: list[RecallHit], fmt: MemoryFormat = DEFAULT_FORMAT) -> str:
+    """The recalled preferences as the system message carries them: data, never instructions (retrieve/format.py)."""
+    return fmt.preferences(mem.schema, hits)
 
 
-EPISODES_HEADER = "What happened before with this user (dated; use it only where it helps):"
-
-
-def episodes_block(hits: list[EpisodeHit]) -> str:
-    """The episodic hits as the system message carries them: one dated thought a line."""
-    return "\n".join([EPISODES_HEADER, *(f"- {h.episode.day.isoformat()}: {h.episode.text}" for h in hits)])
+def episodes_block(hits: list[EpisodeHit], fmt: MemoryFormat = DEFAULT_FORMAT) -> str:
+    """The episodic hits as the system message carries them: dated, data (retrieve/format.py)."""
+    return fmt.episodes(hits)
 
 
 def with_memory(messages: list, block: str) -> list:
@@ -175,8 +168,8 @@ class _Proxy:
 
     def __init__(self, svc: Service, upstream: str, upstream_key: Optional[str], timeout: float,
                  transport: Optional[httpx.AsyncBaseTransport], k: int, gate: bool, min_score: Optional[float],
-                 forward_user: bool):
-        self.svc, self.get_memory = svc, svc.memory
+                 forward_user: bool, fmt: MemoryFormat = DEFAULT_FORMAT):
+        self.svc, self.get_memory, self.fmt = svc, svc.memory, fmt
         self.base = upstream.rstrip("/")
         self.upstream_key, self.timeout, self.transport = upstream_key, timeout, transport
         self.k, self.gate, self.min_score, self.forward_user = k, gate, min_score, forward_user
@@ -279,9 +272,9 @@ class _Proxy:
         got = merge_recalls(self.recall(ns, last_user), self.recall_episodes(ns, last_user), self.k)
         hits, episodic = got.preferences, got.episodes
         if hits:
-            body["messages"] = with_memory(body["messages"], memory_block(mem, hits))
+            body["messages"] = with_memory(body["messages"], memory_block(mem, hits, self.fmt))
         if episodic is not None and episodic.hits:   # only when the controller said memory is needed
-            body["messages"] = with_memory(body["messages"], episodes_block(episodic.hits))
+            body["messages"] = with_memory(body["messages"], episodes_block(episodic.hits, self.fmt))
         recall_ms = (time.perf_counter() - t0) * 1000
         return {"X-Boundmem-Recall-Ms": f"{recall_ms:.2f}", "X-Boundmem-Recall": recall_header(got),
                 "X-Boundmem-Recalled": str(len(hits)), **episodes_headers(episodic)}
@@ -370,15 +363,16 @@ def create_proxy(memory: MemorySource, keys: Union[KeyRing, Mapping[str, str]], 
                  timeout: float = 120.0, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, rate_limit: Any = DEFAULT_RATE_LIMIT,
                  limits: Optional[ContentLimits] = None, forward_user: bool = False,
                  transport: Optional[httpx.AsyncBaseTransport] = None, gate: bool = True,
-                 min_score: Optional[float] = None) -> FastAPI:
+                 min_score: Optional[float] = None, memory_format: MemoryFormat = DEFAULT_FORMAT) -> FastAPI:
     """The proxy app. `upstream`: the model server's OpenAI base URL (e.g. http://127.0.0.1:11434/v1).
     `max_body_bytes`, `rate_limit` and `limits` mean what they mean for `service.app.create_app` (the same
     defaults); `forward_user` sends the request's `user` field on to the upstream (default: removed).
     `k` caps what one request gets (preferences and episodes together); `gate=False` injects raw top-k
-    preferences (and episodes without CAIM's controller), `min_score` raw top-k of at least that cosine."""
+    preferences (and episodes without CAIM's controller), `min_score` raw top-k of at least that cosine.
+    `memory_format`: the operator's wording around the memory's data block (retrieve/format.py)."""
     svc = Service(ring=keys if isinstance(keys, KeyRing) else KeyRing(keys), tokens=tokens or TokenIssuer(),
                   throttle=throttle(rate_limit), limits=limits or ContentLimits(), memory=LazyMemory(memory))
-    proxy = _Proxy(svc, upstream, upstream_key, timeout, transport, k, gate, min_score, forward_user)
+    proxy = _Proxy(svc, upstream, upstream_key, timeout, transport, k, gate, min_score, forward_user, memory_format)
     app = FastAPI(title="boundmem proxy", version="1", docs_url=None, redoc_url=None)
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes, render=lambda e: ProxyError.of_limit(e).body())
     app.router.on_shutdown.append(proxy.close)

@@ -104,6 +104,10 @@ class AuditKeys:
         A keyed hash: whoever holds the store can check a guessed id against it, nobody can read an id out of it."""
         return "anon-" + hmac.new(self.salt, user.encode("utf-8"), hashlib.sha256).hexdigest()[:40]
 
+    def head(self, subject: str, seq: int, h: str) -> str:
+        """The seal of a chain's head record (its last seq and hash), keyed like the chain."""
+        return hmac.new(self.salt, canonical({"head": subject, "seq": seq, "hash": h}), hashlib.sha256).hexdigest()
+
     def content(self, before: Any, after: Any, cause: str) -> str:
         return hashlib.sha256(self.salt + canonical({"before": before, "after": after, "cause": cause})).hexdigest()
 
@@ -139,9 +143,50 @@ def chain_subject(con: Any, d: "Dialect", keys: AuditKeys, user: str) -> str:
 
 
 def load_keys(con: Any, d: "Dialect") -> AuditKeys:
-    """The store's salt, created on first use (concurrent creators agree: the first insert wins)."""
+    """The store's salt, created on first use (concurrent creators agree: the first insert wins); a store written
+    before head records has its chains sealed here, once (`seal_heads`)."""
     con.execute(d.sql("INSERT INTO meta(key, value) VALUES ('audit_salt', ?) ON CONFLICT DO NOTHING"), (new_salt(),))
-    return AuditKeys(bytes.fromhex(con.execute("SELECT value FROM meta WHERE key='audit_salt'").fetchone()[0]))
+    keys = AuditKeys(bytes.fromhex(con.execute("SELECT value FROM meta WHERE key='audit_salt'").fetchone()[0]))
+    if con.execute("SELECT 1 FROM meta WHERE key='audit_sealed'").fetchone() is None:
+        seal_heads(con, d, keys)
+    return keys
+
+
+# --- the sealed tail: a head record per chain (last seq and hash, keyed), kept in meta apart from the rows ----------
+HEAD = "audit_head:"
+
+
+def write_head(con: Any, d: "Dialect", keys: AuditKeys, subject: str, seq: int, h: str) -> None:
+    con.execute(d.sql("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value=excluded.value"),
+                (HEAD + subject, f"{seq}:{h}:{keys.head(subject, seq, h)}"))
+
+
+def seal_heads(con: Any, d: "Dialect", keys: AuditKeys) -> None:
+    """Write the head record of every chain as it stands (a store from before head records), and mark the store
+    sealed: from now on a chain without its head, or shorter than it, is broken."""
+    for subject, in con.execute("SELECT DISTINCT subject FROM audit").fetchall():
+        r = con.execute(d.sql("SELECT useq, hash FROM audit WHERE subject=? ORDER BY useq DESC LIMIT 1"), (subject,)).fetchone()
+        write_head(con, d, keys, subject, int(r[0]), hexed(r[1]))
+    con.execute(d.sql("INSERT INTO meta(key, value) VALUES ('audit_sealed', '1') ON CONFLICT DO NOTHING"))
+
+
+def heads(con: Any, d: "Dialect") -> dict[str, str]:
+    rows = con.execute(d.sql("SELECT key, value FROM meta WHERE key LIKE ?"), (HEAD + "%",)).fetchall()
+    return {k[len(HEAD):]: v for k, v in rows if k.startswith(HEAD)}
+
+
+def check_head(keys: AuditKeys, subject: str, rows, head: Optional[str]) -> Optional[tuple[int, str]]:
+    """Whether the chain ends where its head record says: (seq, reason) if not."""
+    last = (int(rows[-1][0]), hexed(rows[-1][11])) if rows else (0, GENESIS)
+    if head is None:
+        return (last[0], "the chain has no head record (it was removed)") if rows else None
+    seq, h, mac = head.split(":", 2)
+    if mac != keys.head(subject, int(seq), h):
+        return int(seq), "its head record was edited (the seal does not match)"
+    if (int(seq), h) != last:
+        return int(seq), (f"the chain's tail was cut: its head record says entry {seq}, the last entry is {last[0]}"
+                          if int(seq) > last[0] else "the chain does not end at its head record")
+    return None
 
 
 AUDIT_COLS = "useq, op, preference_id, category, why, before, after, cause, at, content_hash, prev_hash, hash"
@@ -192,14 +237,15 @@ def verify_log(con: Any, d: "Dialect", keys: AuditKeys, users: list[str], every:
     `every` of every subject in the log (also forgotten users', named by pseudonym); the caller holds one snapshot.
     `users` of the result counts the users asked for, or with `every` the chains (a recycled id is a new user)."""
     names = {subject: u for u in users for subject in chain_subjects(con, d, keys, u)}
-    subjects = [r[0] for r in con.execute("SELECT DISTINCT subject FROM audit ORDER BY subject").fetchall()] \
+    sealed = heads(con, d)
+    subjects = sorted({r[0] for r in con.execute("SELECT DISTINCT subject FROM audit").fetchall()} | set(sealed)) \
         if every else list(names)
     count = len(subjects) if every else len(users)
     entries = 0
     for subject in subjects:
         rows = con.execute(d.sql(f"SELECT {d.audit_cols} FROM audit WHERE subject=? ORDER BY useq"), (subject,)).fetchall()
         entries += len(rows)
-        broken = verify_chain(keys, subject, rows, d.loads)
+        broken = verify_chain(keys, subject, rows, d.loads) or check_head(keys, subject, rows, sealed.get(subject))
         if broken:
             return AuditCheck(False, entries, count, names.get(subject, subject), *broken)
     return AuditCheck(True, entries, count)
@@ -281,6 +327,7 @@ class SqlTx(EpisodeTx):
                  j(after) if after is not None else None, cause, at, self.d.digest(content), self.d.digest(prev),
                  self.d.digest(h)))
         self._head = (seq, h)
+        write_head(self.con, self.d, self.keys, self.chain, seq, h)
 
     def _erase(self, condition: str = "TRUE", params: tuple = ()) -> None:
         """Blank the payload (before/after/cause) of this user's audit entries that match; their hashes stay."""

@@ -198,6 +198,24 @@ DIALECT = Dialect(param="?", user_col="user", order=_ORDER, stored_dim="length(e
                   next_key=next_key, episode_order="ORDER BY day, created_at, rowid", audit_cols=SQLITE_AUDIT_COLS)
 
 
+class StoreOpenError(StoreError):
+    """The store's file cannot be opened: not a SQLite database, truncated, read-only, on a full disk, ...; names
+    the file and the cause (the CLI's `error:` line, exit 5; `serve` does not start)."""
+
+    code = "store_unavailable"
+
+    def __init__(self, path: str, cause: BaseException):
+        msg = str(cause)
+        low = msg.lower()
+        why = ("it is not a SQLite database (or it is damaged or truncated)" if "not a database" in low or "malformed" in low
+               else "the disk holding it is full" if "full" in low or getattr(cause, "errno", None) == 28
+               else "it (or its directory) is read-only for this process" if "readonly" in low or "read-only" in low
+               or isinstance(cause, PermissionError)
+               else "it cannot be opened" if "unable to open" in low else msg)
+        super().__init__(f"cannot open the store {path}: {why} ({type(cause).__name__}: {msg})")
+        self.path = path
+
+
 class SQLiteStore(SingleWrites, EpisodeReads, JobRows):
     """A Store on one SQLite file. Safe to share between threads; each process opens its own.
 
@@ -216,8 +234,6 @@ class SQLiteStore(SingleWrites, EpisodeReads, JobRows):
     def __init__(self, path: str | Path = "boundmem.db", timeout: float = 5.0):
         self.path = str(path)
         self.memory = self.path == ":memory:"
-        if not self.memory:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.timeout = timeout
         self._local = threading.local()
         self._all: list[tuple[threading.Thread, sqlite3.Connection]] = []
@@ -226,6 +242,15 @@ class SQLiteStore(SingleWrites, EpisodeReads, JobRows):
         self._shared: Optional[sqlite3.Connection] = None
         self._pid = os.getpid()
         self._dim: Optional[int] = None
+        try:
+            self._open_file()
+        except (sqlite3.DatabaseError, OSError) as e:
+            raise StoreOpenError(self.path, e) from e
+
+    def _open_file(self) -> None:
+        """Create or migrate the tables (one transaction) and wipe a WAL left by a crash."""
+        if not self.memory:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         with self._write() as con:
             legacy = "user" in {r[1] for r in con.execute("PRAGMA table_info(audit)")}
             cols = {r[1] for r in con.execute("PRAGMA table_info(preferences)")}
@@ -293,9 +318,12 @@ class SQLiteStore(SingleWrites, EpisodeReads, JobRows):
                 raise
             try:
                 yield con
-            except BaseException:
+            except BaseException as e:
                 if con.in_transaction:  # an error inside SQLite may already have rolled back
                     con.execute("ROLLBACK")
+                if isinstance(e, sqlite3.OperationalError) and "full" in str(e).lower():
+                    raise StoreError(f"store {self.path}: the disk holding it is full; nothing of this write was "
+                                     f"kept and the store is still usable once space is freed ({e})") from e
                 raise
             try:
                 con.execute("COMMIT")
