@@ -1,4 +1,4 @@
-"""AsyncMemory (#21): Memory's methods awaited, run off the event loop, the README's voice example as written."""
+"""AsyncMemory: Memory's methods awaited, run off the event loop, the README's voice example as written."""
 from __future__ import annotations
 
 import asyncio

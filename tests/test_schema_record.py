@@ -1,4 +1,4 @@
-"""A store remembers its schema (#21): the first write records name + fingerprint; opening it with another schema
+"""A store remembers its schema: the first write records name + fingerprint; opening it with another schema
 (or with none, so the in-car default) is a ConflictError naming both, CLI exit 2; the shipped smart-home example."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 33, failure 6: two rules for a user id. `add(user="bad user")` and `user=""` stored data the CLI then refused
+"""Two rules for a user id. `add(user="bad user")` and `user=""` stored data the CLI then refused
 to list or forget; `user=None`, `recall(None)`, `recall([...parts])` raised AttributeError and `Turn(role="bot")`
 pydantic's ValidationError. One rule everywhere: refused before anything is stored, a BoundmemError naming the
 argument."""

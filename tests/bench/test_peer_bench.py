@@ -1,4 +1,4 @@
-"""bench peer: the same gallery and questions for both systems; mem0 only where the benchmark's extra is installed."""
+"""Bench peer: the same gallery and questions for both systems; mem0 only where the benchmark's extra is installed."""
 import json
 import subprocess
 import sys

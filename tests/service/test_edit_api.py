@@ -1,4 +1,4 @@
-"""PATCH /v1/users/{user}/preferences/{id} and GET .../history (#21), and the client's update/history: the edit is
+"""PATCH /v1/users/{user}/preferences/{id} and GET .../history, and the client's update/history: the edit is
 the library's (audited, re-embedded, closed items, conflicts), scoped to the caller's tenant and user token."""
 from __future__ import annotations
 

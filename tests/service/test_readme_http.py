@@ -1,4 +1,4 @@
-"""README's HTTP quick reference (#21) names every route the app serves and every field of every request body."""
+"""README's HTTP quick reference names every route the app serves and every field of every request body."""
 from __future__ import annotations
 
 import re

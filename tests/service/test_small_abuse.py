@@ -1,4 +1,4 @@
-"""The smaller findings of issue 22's probe, each reproduced: keys that can never authenticate, loosely typed token
+"""The smaller findings of the probes, each reproduced: keys that can never authenticate, loosely typed token
 lifetimes, credentials and user ids in the logs, Retry-After per route, the tenant namespace in a job's error."""
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_a_credential_in_the_query_string_never_reaches_the_access_log():
 
 
 def test_the_error_log_pseudonymises_user_ids_like_the_access_log(memory, caplog):
-    """Issue 22: the access log showed pseudonyms, the error log raw ids (paths and the store's 'tenant:user')."""
+    """the access log showed pseudonyms, the error log raw ids (paths and the store's 'tenant:user')."""
     from boundmem.service import accesslog
 
     f = accesslog.install()
@@ -74,7 +74,7 @@ def test_the_error_log_pseudonymises_user_ids_like_the_access_log(memory, caplog
 
 
 def test_retry_after_is_the_same_on_every_route_for_the_same_busy_store(tmp_path, schema):
-    """Issue 22: 5 s on the synchronous routes (the store's hint), 2 s where SQLite itself said "locked"."""
+    """5 s on the synchronous routes (the store's hint), 2 s where SQLite itself said "locked"."""
     from boundmem.embed import HashEmbedder
     from boundmem.extract.keyword import KeywordExtractor
     from boundmem.maintain.rules import RuleMaintainer
