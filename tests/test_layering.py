@@ -225,6 +225,6 @@ def test_the_runtime_never_imports_the_benchmarks():
 @pytest.mark.parametrize("name", ["boundmem.retrieve.embed", "boundmem.store.stress", "boundmem.factory", "boundmem.bench",
                                   "boundmem.cli_options", "boundmem.service.cli", "boundmem.proxy.cli", "boundmem.caim.cli",
                                   "boundmem.llm.cli", "boundmem.llm.local", "boundmem.maintain.local",
-                                  "boundmem.extract.head_training"])
+                                  "boundmem.extract.head_training", "boundmem.caim.baselines"])
 def test_moved_modules_are_gone(name):
     assert not _is_module(name)
