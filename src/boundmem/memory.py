@@ -28,7 +28,7 @@ from .retrieve.text import enriched_text
 from .schema.model import CategoryPath, Schema, UnknownCategoryError
 from .store.base import OptedOutError, Store, blocking_rule, is_store_busy, normalise_value
 from .store.schema_record import bind_schema, check_schema
-from .user_id import check_store_user_id
+from .user_id import accepts_user_id, check_store_user_id
 
 log = logging.getLogger("boundmem.memory")
 
@@ -72,6 +72,7 @@ class Deadline:
                                 f"({spent:.1f} s by the end of {stage}); nothing was stored: send shorter turns")
 
 
+@accepts_user_id
 @dataclass
 class Memory(EpisodicAccess):
     """Bounded preference memory for many users, and (opt-in, `episodic`) their episodic memory (episodes.py).
@@ -558,6 +559,11 @@ class Memory(EpisodicAccess):
                                 + (" (that user was forgotten; nothing is held)"
                                    if self.store.verify_audit(user).entries else ""))   # a forgotten id's chains stay
         return self.store.forget(user, cause="user asked to be forgotten")
+
+    # mem0's names for the same calls, so code written for it reads here as it did there
+    search = recall
+    get_all = preferences
+    delete_all = forget
 
 
 def merge_recalls(prefs: list[RecallHit], episodes: Optional[EpisodeRecall], k: Optional[int]) -> MemoryRecall:
