@@ -15,9 +15,9 @@ from .episodes import EpisodicAccess
 from .errors import BoundmemError, ConflictError, InputError, LimitError, NotFoundError
 from .extract.base import Extractor, Warmable
 from .maintain.base import Maintainer, enforce_multiplicity
-from .models import (AuditEntry, Candidate, ConsentAction, ConsentRecord, Conversation, Decision, EpisodeRecall,
-                     IngestResult, MemoryRecall, Observation, Polarity, Preference, RecallHit, UserExport,
-                     consent_records, utcnow)
+from .models import (EDITED_BY_USER, AuditEntry, Candidate, ConsentAction, ConsentRecord, Conversation, Decision,
+                     EpisodeRecall, IngestResult, MemoryRecall, Observation, Polarity, Preference, RecallHit,
+                     UserExport, consent_records, utcnow)
 from .embed import Embedder
 from .embed.cache import CachingEmbedder
 from .jobs import Job, JobQueue
@@ -480,8 +480,8 @@ class Memory(EpisodicAccess):
             if twin is not None:
                 raise ConflictError(f"{ref.detail.name!r} already holds {twin.attribute!r} (preference {twin.id}); "
                                     "delete one of them instead")
-            return tx.replace(preference_id, value, old.sentence, vec, old.conversation_id, "edited by the user",
-                              polarity=polarity, why="edited by the user")
+            return tx.replace(preference_id, value, old.sentence, vec, old.conversation_id, EDITED_BY_USER,
+                              polarity=polarity, why=EDITED_BY_USER)
 
     def _editable(self, p: Preference):
         """The category of a preference that may be edited: in the schema, not opted out."""

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..errors import ConfigError
-from ..schema.display import category_labels, statement
+from ..schema.display import category_labels, statement, value_label
 
 OPEN = "<<<remembered-data>>>"
 CLOSE = "<<<end-of-remembered-data>>>"
@@ -118,7 +118,8 @@ class MemoryFormat:
             p = getattr(h, "preference", h)
             _, sub, detail = category_labels(schema, p.path)
             lines.append(data_line({"category": f"{sub} / {detail}",
-                                    "memory": statement(detail, p.attribute, p.polarity),
+                                    "memory": statement(detail, value_label(schema, p.path, p.attribute),
+                                                        p.polarity),
                                     "they_said": p.sentence}))
         return self.block(self.preamble, lines) if lines else ""
 
