@@ -46,3 +46,19 @@ def test_mkdocs_build_strict(tmp_path):
         assert (site / page).exists(), page
     assert "BOUNDMEM_MAX_INGEST_SECONDS" in (site / "reference/settings/index.html").read_text(encoding="utf-8")
     assert "boundmem prefs list" in (site / "reference/cli/index.html").read_text(encoding="utf-8")
+
+
+def test_the_settings_table_names_every_variable_settings_reads():
+    """The table is generated from the fields' descriptions: a variable read in `from_env` but missing from them
+    would be a setting nobody can find."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_generate", ROOT / "docs" / "_hooks" / "generate.py")
+    generate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generate)
+    table = generate.settings_table()
+    source = (ROOT / "src" / "boundmem" / "config.py").read_text(encoding="utf-8")
+    read = set(re.findall(r'"((?:BOUNDMEM|OPENAI|AZURE)_[A-Z_]+|CMAKE_ARGS|XDG_CACHE_HOME)"',
+                          source[source.index("def from_env"):source.index("class _Unset")]))
+    missing = sorted(v for v in read if v not in table)
+    assert not missing, f"variables read by Settings.from_env but not in the generated table: {missing}"

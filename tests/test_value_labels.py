@@ -54,3 +54,12 @@ def test_page_api_and_prompt_show_the_label(keyword_memory):
     with TestClient(create_app(m, {key: "acme"})) as http:
         body = http.get("/v1/users/ann/preferences", headers={"Authorization": f"Bearer {key}"}).json()
     assert [(x["attribute"], x["display"]) for x in body["preferences"]] == [("22 degree Celcius", "22 °C")]
+
+
+def test_a_schema_with_value_labels_stays_hashable():
+    """The LLM extractor keys its compiled tool by schema: a dict field must not make the frozen schema unhashable."""
+    from boundmem.schema import builtin_schema
+
+    a, b = builtin_schema(), builtin_schema()
+    assert any(ref.detail.value_labels for ref in a.details())
+    assert hash(a) == hash(b) and {a: 1}[b] == 1

@@ -37,7 +37,9 @@ def settings_table() -> str:
             path = f"{prefix}{name}"
             desc = field.description or ""
             var = env_name(path)
-            what = desc.split(":", 1)[1].strip() if ":" in desc and desc.startswith(var) else desc
+            if not re.fullmatch(r"[A-Z][A-Z0-9_]+", var):
+                continue   # not read from the environment (the LLM client's name: one so far)
+            what = desc[len(var):].lstrip(":, ") if desc.startswith(var) else desc
             default = field.default
             shown = "unset" if default is None else ("" if default == () else default)
             shown = str(shown).replace(str(Path.home()), "~")

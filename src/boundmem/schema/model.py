@@ -57,6 +57,11 @@ class DetailCategory(BaseModel):
                 data = {**data, "label": clean_label(str(data["name"]))}
         return data
 
+    def __hash__(self) -> int:
+        """Frozen categories are dictionary keys (the LLM extractor caches by schema); `value_labels` is a dict, the
+        YAML's own shape, so it is hashed as its items."""
+        return hash(tuple((k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in self.__dict__.items()))
+
     @model_validator(mode="after")
     def _labels_name_listed_values(self):
         stray = sorted(set(self.value_labels) - set(self.attributes))
