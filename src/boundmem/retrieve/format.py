@@ -23,7 +23,7 @@ integrations, the docs' examples) is built here, so that no stored word can end 
 Every escape is a JSON escape, so a program that parses a line gets the user's exact words back; a model reads the
 line as quoted text. What this does not do: decide whether a stored sentence is worth showing (the recall gate does),
 or keep the model from being persuaded by the *meaning* of quoted words, which the preamble addresses and no escaping
-can (see README, "Memory in a prompt").
+can (docs/guides/proxy.md, "Memory in a prompt").
 """
 from __future__ import annotations
 
