@@ -53,9 +53,8 @@ def cli_reference() -> str:
     """Every command of `boundmem`, its help and its options, walked from the click app typer builds."""
     import typer
 
-    from boundmem.cli import root
+    from boundmem.cli.root import full_app
 
-    root._mount()   # the lazily mounted sub-apps, as `boundmem --help` mounts them
     out: list[str] = []
 
     def walk(cmd: Any, path: list[str], parent: Any) -> None:
@@ -77,7 +76,7 @@ def cli_reference() -> str:
                 if sub is not None and not sub.hidden:
                     walk(sub, [*path, name], ctx)
 
-    walk(typer.main.get_command(root.app), ["boundmem"], None)
+    walk(typer.main.get_command(full_app()), ["boundmem"], None)
     return "\n".join(out)
 
 

@@ -504,6 +504,13 @@ def _mount(only: Optional[str] = None) -> None:
         app.add_typer(sub, name=name, help=(sub.info.help or None))
 
 
+def full_app() -> typer.Typer:
+    """The `boundmem` app with every sub-app mounted, as `boundmem --help` shows it: what the docs' CLI reference
+    is generated from."""
+    _mount()
+    return app
+
+
 def main() -> None:
     first = sys.argv[1] if len(sys.argv) > 1 else None
     if first in _LAZY:
