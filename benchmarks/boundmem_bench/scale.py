@@ -78,7 +78,7 @@ def fill_postgres(url: str, users_from: int, users_to: int, per_user: int, rng: 
     """Bulk rows in the PostgreSQL store's layout by binary COPY (vectors as pgvector's binary form, no text
     formatting of floats), in rounds; the secondary index is dropped for the fill and rebuilt after it. With
     `cluster` the table is then rewritten in user order (CLUSTER ... USING preferences_user), the layout a
-    maintained database has (see the README), so a search reads a user's few adjacent pages instead of one page
+    maintained database has (docs/guides/scaling.md), so a search reads a user's few adjacent pages instead of one page
     per preference scattered by arrival time."""
     import psycopg
     from pgvector.psycopg import register_vector

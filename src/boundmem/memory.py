@@ -15,9 +15,9 @@ from .episodes import EpisodicAccess
 from .errors import BoundmemError, ConflictError, InputError, LimitError, NotFoundError
 from .extract.base import Extractor, Warmable
 from .maintain.base import Maintainer, enforce_multiplicity
-from .models import (AuditEntry, Candidate, ConsentAction, ConsentRecord, Conversation, Decision, EpisodeRecall,
-                     IngestResult, MemoryRecall, Observation, Polarity, Preference, RecallHit, UserExport,
-                     consent_records, utcnow)
+from .models import (EDITED_BY_USER, AuditEntry, Candidate, ConsentAction, ConsentRecord, Conversation, Decision,
+                     EpisodeRecall, IngestResult, MemoryRecall, Observation, Polarity, Preference, RecallHit,
+                     UserExport, consent_records, utcnow)
 from .embed import Embedder
 from .embed.cache import CachingEmbedder
 from .jobs import Job, JobQueue
@@ -28,7 +28,7 @@ from .retrieve.text import enriched_text
 from .schema.model import CategoryPath, Schema, UnknownCategoryError
 from .store.base import OptedOutError, Store, blocking_rule, is_store_busy, normalise_value
 from .store.schema_record import bind_schema, check_schema
-from .user_id import check_store_user_id
+from .user_id import accepts_user_id, check_store_user_id
 
 log = logging.getLogger("boundmem.memory")
 
@@ -72,6 +72,7 @@ class Deadline:
                                 f"({spent:.1f} s by the end of {stage}); nothing was stored: send shorter turns")
 
 
+@accepts_user_id
 @dataclass
 class Memory(EpisodicAccess):
     """Bounded preference memory for many users, and (opt-in, `episodic`) their episodic memory (episodes.py).
@@ -479,8 +480,8 @@ class Memory(EpisodicAccess):
             if twin is not None:
                 raise ConflictError(f"{ref.detail.name!r} already holds {twin.attribute!r} (preference {twin.id}); "
                                     "delete one of them instead")
-            return tx.replace(preference_id, value, old.sentence, vec, old.conversation_id, "edited by the user",
-                              polarity=polarity, why="edited by the user")
+            return tx.replace(preference_id, value, old.sentence, vec, old.conversation_id, EDITED_BY_USER,
+                              polarity=polarity, why=EDITED_BY_USER)
 
     def _editable(self, p: Preference):
         """The category of a preference that may be edited: in the schema, not opted out."""
@@ -558,6 +559,11 @@ class Memory(EpisodicAccess):
                                 + (" (that user was forgotten; nothing is held)"
                                    if self.store.verify_audit(user).entries else ""))   # a forgotten id's chains stay
         return self.store.forget(user, cause="user asked to be forgotten")
+
+    # mem0's names for the same calls, so code written for it reads here as it did there
+    search = recall
+    get_all = preferences
+    delete_all = forget
 
 
 def merge_recalls(prefs: list[RecallHit], episodes: Optional[EpisodeRecall], k: Optional[int]) -> MemoryRecall:

@@ -22,7 +22,7 @@ Design choices (why, not what):
   Entries are kept under the user's pseudonym and hash-chained per user (see sql_tx.AuditKeys).
 - Erasure: after each one the touched tables are VACUUMed (dead tuples pruned now, not whenever
   autovacuum runs; `vacuum="full"` rewrites them so no live data file keeps an erased byte). PostgreSQL
-  gives no way to make its WAL, archives or replicas forget; the README says what is and is not promised.
+  gives no way to make its WAL, archives or replicas forget; docs/guides/privacy.md says what is and is not promised.
 - A writer that waits more than `lock_timeout` seconds for a user's lock, or `pool_timeout` for a
   connection, gets StoreBusy (with a retry-after hint) instead of waiting on.
 - Tables use plain names (users, preferences, observations, opt_outs, audit) like the SQLite file; give
@@ -453,7 +453,7 @@ class PostgresStore(SingleWrites, EpisodeReads, JobRows):
         took, so their bytes stay in the table and index files until the space is reused. `vacuum="full"` rewrites
         the tables (VACUUM FULL: no erased byte left in any live data file, at the price of an exclusive lock on
         the tables while it runs); "off" leaves it to autovacuum. WAL segments, archives and replicas are beyond
-        any of these (see the README). Best effort: a role that may not VACUUM leaves it to autovacuum
+        any of these (docs/guides/privacy.md). Best effort: a role that may not VACUUM leaves it to autovacuum
         (last_vacuum_error says why)."""
         if self.vacuum == "off":
             return
