@@ -99,8 +99,16 @@ def _check_not_swapped(qualname: str, bound: dict) -> None:
             raise err
 
 
+def _check_user(bound: dict, argument: str, optional: bool) -> None:
+    """One user-id rule for every public method, checked before the method runs, so nothing is stored or looked up
+    under an id the CLI would then refuse to list or forget. A missing user is left to Python's own error."""
+    if argument in bound and not (optional and bound[argument] is None):
+        check_store_user_id(bound[argument], argument)
+
+
 def _with_user_id(func: Callable) -> Callable:
     sig = inspect.signature(func)
+    optional = sig.parameters["user"].default is None    # `job(id, user=None)`: any user's, for the operator
     names = [n for n, p in sig.parameters.items() if n not in ("self", "user")
              and p.kind in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY)]
 
@@ -111,6 +119,7 @@ def _with_user_id(func: Callable) -> Callable:
             except TypeError:
                 bound = {}      # the call itself raises Python's own error, naming the argument
             _check_not_swapped(func.__qualname__, bound)
+            _check_user(bound, "user", optional)
             return args, kwargs
         if "user" in kwargs:
             raise InputError(f"{func.__qualname__}: give user= or user_id= (the same argument), not both")
@@ -122,6 +131,7 @@ def _with_user_id(func: Callable) -> Callable:
             raise TypeError(f"{func.__qualname__}() got multiple values for argument {twice[0]!r}")
         # the user is named, so every positional argument is one of the others, in order: `add(msgs, user_id=)`
         # on Memory and on the client (whose user comes first) mean the same
+        _check_user(kwargs, "user_id", optional)
         named = {k: v for k, v in kwargs.items() if k != "user_id"}
         return (), {**named, **dict(zip(names, args)), "user": kwargs["user_id"]}
 
