@@ -7,6 +7,9 @@ Design choices (why, not what):
   store, recorded in `meta` by the first vector ever written and enforced on every later write and
   recall (EmbeddingDimensionError naming both dimensions): a switched embedder fails at its first write
   instead of leaving the users written before it unable to recall.
+- A search reads one row, the user's block (postgres_blocks: why), not the user's rows of `preferences`, which a
+  heap table scatters over the pages in the order they arrived; every write of a user rewrites the block in its
+  transaction, so recall latency does not depend on how the table was filled nor needs a CLUSTER.
 - No ANN index: an ivfflat/hnsw index needs a fixed dimension and, combined with a per-user
   filter, pgvector applies the filter *after* the approximate scan, which loses recall. A user
   holds tens to hundreds of preferences, so an exact scan of the rows found through the indexed
@@ -41,6 +44,7 @@ import numpy as np
 from ..errors import ConfigError, NotFoundError, StoreError
 from ..models import AuditEntry, Observation, Preference, UserExport, utcnow
 from .base import AuditCheck, StoreBusy, StoreClosed, unit
+from .postgres_blocks import BLOCKS_DDL, SEARCH_FROM, rebuild_blocks, refresh_block
 from .sql_episodes import EpisodeReads
 from .sql_jobs import POSTGRES_JOBS_DDL, JobRows
 from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch, load_keys,
@@ -127,7 +131,8 @@ _LEGACY = [
 # Distributable by user (Citus: create_distributed_table(table, key)): every primary key and unique constraint of a
 # table holding user data includes the table's user key, which the database requires of a distributed table.
 # Files made before this had keys on id / seq alone; `_keys_by_user` rewrites them once, on open.
-DISTRIBUTION_KEYS = {"users": "id", "preferences": "user_id", "observations": "user_id", "episodes": "user_id",
+DISTRIBUTION_KEYS = {"users": "id", "preferences": "user_id", "preference_blocks": "user_id",
+                     "observations": "user_id", "episodes": "user_id",
                      "opt_outs": "subject", "episode_opt_outs": "subject", "audit": "subject"}
 _PRIMARY_KEYS = {"preferences": ("user_id", "id"), "observations": ("user_id", "id"), "episodes": ("user_id", "id"),
                  "audit": ("subject", "useq")}
@@ -155,7 +160,7 @@ def _keys_by_user(con) -> None:
 
 
 # vacuumed after an erasure, so the erased rows' dead tuples are removed from the tables' pages
-_ERASED_TABLES = "preferences, observations, episodes, audit, users, jobs"  # jobs: a forgotten user's queued words
+_ERASED_TABLES = "preferences, preference_blocks, observations, episodes, audit, users, jobs"  # jobs: a forgotten user's queued words
 
 _COLS = "id, user_id, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at, polarity"
 _ORDER = "ORDER BY created_at, seq"
@@ -230,7 +235,8 @@ class PostgresStore(SingleWrites, EpisodeReads, JobRows):
                                      "AND column_name='user_id' AND table_schema=current_schema()").fetchone()
                 cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE "
                                                   "table_name='preferences' AND table_schema=current_schema()")}
-                for stmt in (_LEGACY if legacy else []) + _DDL[1:] + POSTGRES_JOBS_DDL:
+                blocks = con.execute("SELECT to_regclass('preference_blocks')").fetchone()[0] is not None
+                for stmt in (_LEGACY if legacy else []) + _DDL[1:] + BLOCKS_DDL + POSTGRES_JOBS_DDL:
                     con.execute(stmt)
                 _keys_by_user(con)
                 if cols and "polarity" not in cols:  # written before polarity was data
@@ -239,6 +245,8 @@ class PostgresStore(SingleWrites, EpisodeReads, JobRows):
                 self.keys = load_keys(con, DIALECT)
                 if legacy:
                     migrate_legacy(con, DIALECT, self.keys, "user_id")
+                if not blocks:  # a database written before the blocks: build them once from its rows
+                    rebuild_blocks(con)
             self._vector_info = TypeInfo.fetch(con, "vector")
         finally:
             con.close()
@@ -326,8 +334,13 @@ class PostgresStore(SingleWrites, EpisodeReads, JobRows):
             finally:
                 self._local.con = None
 
-    def _locked(self, user: str):
-        return self._begin(lock_user=user)
+    @contextmanager
+    def _locked(self, user: str) -> Iterator["psycopg.Connection"]:
+        """A write transaction of `user` (their lock held); it ends by rewriting the user's block, so a search never
+        sees a block that disagrees with the rows committed with it."""
+        with self._begin(lock_user=user) as con:
+            yield con
+            refresh_block(con, user)
 
     @contextmanager
     def transaction(self, user: str) -> Iterator[SqlTx]:
@@ -401,8 +414,8 @@ class PostgresStore(SingleWrites, EpisodeReads, JobRows):
             opted = self.opt_outs(user)
             where, params = ("user_id=%s", (user,)) if not opted else \
                 (f"user_id=%s AND {_NOT_OPTED_OUT}", (user, opted, opted, opted))
-            rows = self._query(f"SELECT {_COLS}, embedding <#> %s AS d FROM preferences "
-                               f"WHERE {where} ORDER BY d, created_at, seq LIMIT %s", (q, *params, k))
+            rows = self._query(f"{SEARCH_FROM} WHERE b.{where} ORDER BY d, x.created_at, x.seq LIMIT %s",
+                               (q, *params, k))
         except psycopg.errors.DataException as e:
             if "dimensions" not in str(e):
                 raise
