@@ -141,6 +141,9 @@ def run_tiers(open_store: Callable[[], object], fill: Callable[[int, int], None]
                     ref = stack.enter_context(closing(open_ref())) if open_ref else None
                     for opened in (store, ref) if ref is not None else (store,):  # start-up is not a query
                         opened.search("user-0", unit_vectors(rng, 1)[0], 5)
+                    if ref is not None and phase == "as filled":  # warm like the tier, which the fill left in cache
+                        for u in range(tiers[0]):
+                            ref.search(f"user-{u}", unit_vectors(rng, 1)[0], 5)
                     row = {"users": tier, "preferences": tier * per_user, "layout": phase, "round": r + 1,
                            **measure(store, tier, queries, rng, ref=ref, ref_users=tiers[0]),
                            "fill_seconds": round(fill_s, 1), "step_seconds": round(step_s, 1),
