@@ -171,6 +171,9 @@ def _setting(mem, m0, items: list[PeerItem], rounds: int, emb, folder: Path, mem
     rows = _measure(items, {"boundmem": _recall(mem, gate=False), "boundmem, gate on": _recall(mem, gate=True),
                             "mem0": lambda i: _mem0_search(m0, i)}, rounds, emb)
     ours = _held(items, {u: [(p.sentence, p.conversation_id) for p in mem.preferences(u)] for u in users})
+    # one-off choices wait as observations until repeated (recall does not search them): counted apart
+    seen = _held(items, {u: [(o.sentence, o.conversation_id) for o in mem.observations(u)] for u in users})
+    ours.update(observations=seen["stored"], gold_in_observations=seen["gold_held"])
     theirs = _held(items, {u: _mem0_memories(m0, u) for u in users})
     rows["boundmem"].update(ours)
     rows["boundmem, gate on"].update(ours)
@@ -243,9 +246,11 @@ def markdown(res: dict) -> str:
         for s in SYSTEMS:
             r = res[setting][s]
             size = res[setting]["mem0" if s == "mem0" else "boundmem"]["bytes"] / max(1, r["stored"])
+            waiting = f" (+{r['observations']:,} observations)" if r.get("observations") else ""
+            in_waiting = f" (+{r['gold_in_observations']} in observations)" if r.get("gold_in_observations") else ""
             lines.append(f"| {setting} | {s} | {r['p50_ms']:.1f} / {r['p95_ms']:.1f} | {r['hit@1']:.3f} | "
-                         f"{r['hit@5']:.3f} | {r['empty']:.1%} | {r['stored']:,} | {r['gold_held']} of {res['items']} | "
-                         f"{size:,.0f} |")
+                         f"{r['hit@5']:.3f} | {r['empty']:.1%} | {r['stored']:,}{waiting} | {r['gold_held']} of "
+                         f"{res['items']}{in_waiting} | {size:,.0f} |")
     own = res["own ingestion"]
     lines += ["", f"Own ingestion: boundmem {own['boundmem']['ingest_ms_per_conversation']:.1f} ms per conversation "
                   f"(`Memory.add`: extraction, maintenance, storage), mem0 {own['mem0']['ingest_ms_per_conversation']:.1f} "

@@ -47,8 +47,8 @@ from .base import AuditCheck, StoreBusy, StoreClosed, unit
 from .postgres_blocks import BLOCKS_DDL, SEARCH_FROM, rebuild_blocks, refresh_block
 from .sql_episodes import EpisodeReads
 from .sql_jobs import POSTGRES_JOBS_DDL, JobRows
-from .sql_tx import (AUDIT_COLS, AuditKeys, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch, load_keys,
-                     migrate_legacy, POLARITY_MIGRATION, row_to_obs, row_to_pref, stack, verify_log)
+from .sql_tx import (AUDIT_COLS, AuditKeys, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch,
+                     load_keys, migrate_legacy, POLARITY_MIGRATION, row_to_obs, row_to_pref, stack, verify_log)
 
 try:
     import psycopg
@@ -160,7 +160,8 @@ def _keys_by_user(con) -> None:
 
 
 # vacuumed after an erasure, so the erased rows' dead tuples are removed from the tables' pages
-_ERASED_TABLES = "preferences, preference_blocks, observations, episodes, audit, users, jobs"  # jobs: a forgotten user's queued words
+# (jobs: a forgotten user's queued words; preference_blocks: the copy recall reads)
+_ERASED_TABLES = "preferences, preference_blocks, observations, episodes, audit, users, jobs"
 
 _COLS = "id, user_id, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at, polarity"
 _ORDER = "ORDER BY created_at, seq"
@@ -269,7 +270,8 @@ class PostgresStore(SingleWrites, EpisodeReads, JobRows):
             cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE "
                                               "table_name='preferences' AND table_schema=current_schema()")}
             blocks = con.execute("SELECT to_regclass('preference_blocks')").fetchone()[0] is not None
-            for stmt in (_LEGACY if legacy else []) + _DDL[1:] + BLOCKS_DDL + POSTGRES_JOBS_DDL:
+            # the blocks' DDL only once: SET STORAGE would lock the table against every search at each opening
+            for stmt in (_LEGACY if legacy else []) + _DDL[1:] + ([] if blocks else BLOCKS_DDL) + POSTGRES_JOBS_DDL:
                 con.execute(stmt)
             _keys_by_user(con)
             if cols and "polarity" not in cols:  # written before polarity was data
