@@ -184,6 +184,26 @@ def bytes_per_preference(path: Path, users: int = 200, per_user: int = 20) -> di
             "audit": sum(v for k, v in tables.items() if k.startswith(("audit", "sqlite_autoindex_audit"))) / n}
 
 
+def run_sqlite(work: Path, tiers: list[int], per_user: int, queries: int, rounds: int,
+               progress: Optional[Callable[[dict], None]] = None) -> list[dict]:
+    """Every tier as filled and with the kernel's cache of both files dropped, interleaved with the reference."""
+    from boundmem.store.sqlite import SQLiteStore
+
+    db, ref_db = work / "scale.db", work / "ref.db"
+    SQLiteStore(db).close()
+    SQLiteStore(ref_db).close()
+    fill_sqlite(ref_db, 0, tiers[0], per_user, np.random.default_rng(1))
+    rng = np.random.default_rng(0)
+    files = lambda: [f for f in work.iterdir() if f.name.startswith(("scale.db", "ref.db"))]  # noqa: E731
+    try:
+        return run_tiers(lambda: SQLiteStore(db), lambda a, b: fill_sqlite(db, a, b, per_user, rng),
+                         lambda: db.stat().st_size, tiers, per_user, queries, progress=progress,
+                         open_ref=lambda: SQLiteStore(ref_db), rounds=rounds,
+                         phases=[("as filled", lambda: None), ("cold cache", lambda: drop_file_cache(files()))])
+    finally:
+        db.unlink()
+
+
 GOAL_P95_VS_REF = 1.5  # a tier's search p95 over the first tier's, measured interleaved
 
 
@@ -228,8 +248,6 @@ def register(app: typer.Typer) -> None:
 
         from rich.console import Console
 
-        from boundmem.store.sqlite import SQLiteStore
-
         from .report import machine_info
         from .scale_pg import run_postgres
 
@@ -249,17 +267,7 @@ def register(app: typer.Typer) -> None:
             res["bytes_per_preference"] = bytes_per_preference(tmpdir / "bytes.db")
             console.print(f"bytes per preference (real API, audit included): {res['bytes_per_preference']}")
             if sqlite:
-                db, ref_db = tmpdir / "scale.db", tmpdir / "ref.db"
-                SQLiteStore(db).close()
-                SQLiteStore(ref_db).close()
-                fill_sqlite(ref_db, 0, tier_list[0], per_user, np.random.default_rng(1))
-                rng = np.random.default_rng(0)
-                files = lambda: [f for f in tmpdir.iterdir() if f.name.startswith(("scale.db", "ref.db"))]  # noqa: E731
-                run_tiers(lambda: SQLiteStore(db), lambda a, b: fill_sqlite(db, a, b, per_user, rng),
-                          lambda: db.stat().st_size, tier_list, per_user, queries, progress=progress("sqlite"),
-                          open_ref=lambda: SQLiteStore(ref_db), rounds=rounds,
-                          phases=[("as filled", lambda: None), ("cold cache", lambda: drop_file_cache(files()))])
-                db.unlink()
+                run_sqlite(tmpdir, tier_list, per_user, queries, rounds, progress("sqlite"))
             if postgres:
                 run_postgres(postgres, tmpdir, tier_list, per_user, queries, rounds, progress=progress("postgres"))
         res["rows"], res["summary"] = rows, summarize(rows)

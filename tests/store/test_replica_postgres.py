@@ -105,14 +105,9 @@ def _memory(url: str, monkeypatch):
     return build_memory(Settings.from_env(), extractor="keyword", maintainer="rules", embedder="hash")
 
 
-def test_a_replica_serves_recall_while_the_primary_ingests_and_erasure_reaches_it(replicated, monkeypatch, capsys):
-    marker = f"Zq{uuid.uuid4().hex[:10]}Mk"
-    primary = _memory(replicated.primary_url, monkeypatch)
-    primary.add("I always love Italian food.", "seed")        # the tables and the schema record exist before the copy
-    replica = _memory(replicated.start_replica(), monkeypatch)
-    assert replica.store.replica and not primary.store.replica
-
-    # recall on the replica, continuously, while the primary ingests
+def _recall_while_ingesting(primary, replica, replicated, marker, said) -> tuple[list[float], list[float]]:
+    """The primary ingests 12 conversations while a thread recalls on the replica without pause; each new preference
+    must be recalled there once the replica has replayed up to the primary. Recall milliseconds, catch-up seconds."""
     stop, errors, served = threading.Event(), [], []
 
     def read():
@@ -124,9 +119,6 @@ def test_a_replica_serves_recall_while_the_primary_ingests_and_erasure_reaches_i
             except Exception as e:  # pragma: no cover - reported below
                 errors.append(repr(e))
                 return
-
-    def said(user: str) -> list[str]:
-        return [h.preference.sentence for h in replica.recall("Italian food", user, gate=False)]
 
     reader = threading.Thread(target=read)
     reader.start()
@@ -140,6 +132,20 @@ def test_a_replica_serves_recall_while_the_primary_ingests_and_erasure_reaches_i
         stop.set()
         reader.join(30)
     assert errors == [] and served
+    return served, lags
+
+
+def test_a_replica_serves_recall_while_the_primary_ingests_and_erasure_reaches_it(replicated, monkeypatch, capsys):
+    marker = f"Zq{uuid.uuid4().hex[:10]}Mk"
+    primary = _memory(replicated.primary_url, monkeypatch)
+    primary.add("I always love Italian food.", "seed")        # the tables and the schema record exist before the copy
+    replica = _memory(replicated.start_replica(), monkeypatch)
+    assert replica.store.replica and not primary.store.replica
+
+    def said(user: str) -> list[str]:
+        return [h.preference.sentence for h in replica.recall("Italian food", user, gate=False)]
+
+    served, lags = _recall_while_ingesting(primary, replica, replicated, marker, said)
     with psycopg.connect(replicated.primary_url) as con:
         replay_lag = con.execute("SELECT replay_lag FROM pg_stat_replication").fetchone()[0]
     with capsys.disabled():
