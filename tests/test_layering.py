@@ -21,7 +21,7 @@ RANKS = {
     "extract": 3, "maintain": 3, "consent": 3,
     "store": 4,
     "retrieve": 5,
-    "memory": 6, "async_memory": 6, "jobs": 6, "caim": 6, "episodes": 6,
+    "memory": 6, "ingest": 6, "async_memory": 6, "jobs": 6, "caim": 6, "episodes": 6,
     "api_models": 7, "client": 7, "service": 7, "proxy": 7, "demo": 7, "<root>": 7,
     "cli": 8,  # the command line: only it parses options, and nothing below imports it
 }
