@@ -115,3 +115,17 @@ def test_a_failed_jobs_error_never_shows_the_tenant_namespace(memory, monkeypatc
         memory.jobs.wait(job["id"])
         r = c.get(job["url"], headers=auth(KEY_A)).json()
     assert r["status"] == "failed" and "'alice'" in r["error"] and "acme" not in r["error"]
+
+
+def test_a_write_to_a_server_on_a_read_replica_is_a_503_naming_it(memory, monkeypatch):
+    """A server pointed at a streaming replica answers reads; a write is refused in words, not a 500."""
+    from boundmem.store.postgres import ReadOnlyReplica
+
+    def refuse(*_a, **_k):
+        raise ReadOnlyReplica("the store is a streaming replica (hot standby): it serves reads only")
+
+    monkeypatch.setattr(memory, "add", refuse)
+    with TestClient(create_app(memory, KEYS)) as c:
+        r = c.post("/v1/users/alice/conversations", json=conversation("c0", "I love Italian food."), headers=auth(KEY_A))
+        assert r.status_code == 503 and r.json()["code"] == "read_only_replica", r.text
+        assert c.get("/v1/users/alice/preferences", headers=auth(KEY_A)).status_code == 200
