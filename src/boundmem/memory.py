@@ -22,7 +22,8 @@ from .embed import Embedder
 from .embed.cache import CachingEmbedder
 from .jobs import Job, JobQueue
 from .messages import ConversationInput, to_conversation
-from .retrieve.gate import RecallGate, RequestCues
+from .retrieve.cues import request_cues
+from .retrieve.gate import RecallGate
 from .retrieve.retriever import Retriever
 from .retrieve.text import enriched_text
 from .schema.model import CategoryPath, Schema, UnknownCategoryError
@@ -571,19 +572,6 @@ def merge_recalls(prefs: list[RecallHit], episodes: Optional[EpisodeRecall], k: 
     if episodes is not None:
         episodes = episodes.model_copy(update={"hits": eps})
     return MemoryRecall(preferences=prefs, episodes=episodes)
-
-
-def request_cues(text: str) -> RequestCues:
-    """CAIM's request rules (caim/controller.py) as the recall gate reads them."""
-    from .caim.controller import RuleController, advice_request, is_small_talk, personal_request
-
-    if is_small_talk(text):
-        return RequestCues(small_talk=True)
-    reason = RuleController().reason(text)   # patterns only (no embedder): cheap to make
-    about = reason if reason and not reason.startswith("asks for a recommendation") else None
-    return RequestCues(request=advice_request(text) or personal_request(text), about_self=about)
-
-
 
 
 def _apply_consent(tx, r, cause_base: str) -> ConsentAction:

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .category_index import CategoryIndex
+from .cues import EXPLICIT, NUMBER, CueReader, RequestCues, no_cues
 from ..models import Preference, RecallHit
 from ..schema.model import Schema
 
@@ -43,24 +44,6 @@ FEATURES = (
 # what a request about a category sounds like, for any schema ("find me restaurant", "adjust climate control")
 ASK_FRAMES = ("{}", "I want {}", "find me {}", "recommend {}", "adjust the {}", "play {}", "set the {} I like")
 BUNDLED = "recall_gate.json"
-
-
-@dataclass(frozen=True)
-class RequestCues:
-    """What the request rules read in a request: `request` (the cue of a request for advice, a recommendation or a
-    task), `about_self` (a question about the user's own preferences or past), `small_talk` (only greetings, thanks,
-    acknowledgements)."""
-
-    small_talk: bool = False
-    request: Optional[str] = None
-    about_self: Optional[str] = None
-
-
-CueReader = Callable[[str], RequestCues]
-
-
-def no_cues(text: str) -> RequestCues:
-    return RequestCues()
 
 
 @dataclass(frozen=True)
@@ -134,19 +117,6 @@ _GENERIC = frozenset("""a an and at being e f for general in interest of on or o
 preferred favorite favourite specific the to type types while when with willingness need price sensitivity priority
 tolerance desired range settings setting vehicle comfort everyday public time direction method mode service source
 local extra pay paid level station""".split())
-_EXPLICIT = re.compile(r"^\W*(please |hey |ok(ay)? |now )?((can|could|would|will) you (please )?)?"
-                       r"(turn (on|off|up|down)|turn (the|my) \w+( \w+)? (on|off|up|down)|switch (on|off)|switch (the|my) "
-                       r"\w+( \w+)? (on|off)|open|close|lock|unlock|mute|unmute|stop|pause|resume|skip|cancel|call|ring|"
-                       r"phone|dial|text|message|email|navigate|take me (to|home)|drive (me )?(to|home)|directions to|"
-                       r"remind|wake me|set (an?|the|my) (alarm|timer|reminder)|increase|decrease|raise|lower|dim|brighten|darken|next|"
-                       r"previous|repeat|read|tell me (a|the|what|when|how)|what('s| is) the (time|date|weather)|volume|"
-                       r"(turn|set|switch|change|put|make) (the|my|all the) [\w ]{1,25}? (to|on|off)|"
-                       r"(play|put on) (some )?\w+ (music|radio)\b)\b",
-                       re.I)
-_NUMBER = re.compile(r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
-                     r"half|quarter)\b", re.I)
-
-
 def _stem(w: str) -> str:
     """A crude stem: the first four letters of a longer word ("routing", "route" -> "rout"; "parking" -> "park")."""
     return w[:4] if len(w) > 4 else w
@@ -238,8 +208,8 @@ class RecallGate:
         cos = [s for _, s in hits]
         request = 1.0 if cues.request else 0.0
         about_self = 1.0 if cues.about_self else 0.0
-        explicit = 1.0 if _EXPLICIT.search(text) else 0.0
-        number = 1.0 if _NUMBER.search(text) else 0.0
+        explicit = 1.0 if EXPLICIT.search(text) else 0.0
+        number = 1.0 if NUMBER.search(text) else 0.0
         length = min(len(text.split()), 30) / 10.0
         for i, (p, s) in enumerate(hits):
             path = str(p.path)
