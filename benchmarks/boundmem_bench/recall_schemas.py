@@ -6,7 +6,8 @@ related requests with the preferences that are the right memory, unrelated reque
 and commands that name their own value. A related request is asked by a user who holds its preferences and three
 others of other subcategories; an unrelated one by a user with four; an own-value command twice: by a user who holds
 a like of the same subcategory (nothing should come back), and, where the file names one, by a user who also holds
-a dislike of the named value (that dislike should come first, so the assistant can ask).
+a dislike of the named value, stated last (that dislike should come first, so the assistant can ask; in a
+category that holds one preference it replaces the like).
 
 Held out: whole schemas (`HELD_OUT_SCHEMAS`) and whole writers (`HELD_OUT_WRITERS`); a calibration may read only
 the other schemas' other writers.
@@ -82,7 +83,7 @@ def load_set(path: Path):
                 path, value = item["avoid"]
                 dis = Pref(path, value, "dislike", f"I can't stand {value}.")
                 out.append(SchemaCase(schema.name, writer, "constrained", item["text"],
-                                      (dis,) + held + others(held + (dis,), 2), (path,)))
+                                      held + others(held + (dis,), 2) + (dis,), (path,)))
     return schema, out
 
 

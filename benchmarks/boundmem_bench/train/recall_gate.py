@@ -34,6 +34,7 @@ from ..recall_sets import (Case, Request, cases, incar_users, related_requests, 
                            unrelated_requests)
 
 FOLDS = 5
+SEED_TRANSFER = 34
 REQUEST_SCALE = 10.0   # unit-norm embeddings scaled so Adam's step suits them (the saved weights are unscaled)
 
 
@@ -250,6 +251,121 @@ def train(carmem: Path, slurp: Path, work: Path, none_rate: float = 0.96, l2: fl
     return model, stats
 
 
+# features that read a request against the schema's own texts and the user's stored items, never a model of one
+# schema's requests (the request model's "need", the per-subcategory centroids "learned"): what transfers
+TRANSFER_FEATURES = ("cosine", "margin_next", "gap_top", "is_top", "category", "category_gap", "category_best_held",
+                     "subcategory", "asks_for", "asks_for_gap", "asks_best_held", "domain_named", "value_named",
+                     "request", "about_self", "explicit", "number", "length", "dislike")
+GENERIC_PER_SCHEMA = 150   # boundmem's own unrelated requests asked of each request set's users
+
+
+def schema_cases(data: Path, rng_seed: int = SEED_TRANSFER) -> tuple[dict[str, object], list[Case]]:
+    """The visible part of the per-schema request sets (`recall_schemas`: not a held-out schema, not a held-out
+    writer) as recall-set cases: related and unrelated requests (own-value commands are the rule's, not the
+    model's), plus boundmem's own visible unrelated requests asked of the same users, so every schema has enough
+    requests that need nothing."""
+    import random
+
+    from ..recall_schemas import load_sets
+    from ..recall_sets import PrefSpec, UserSpec
+
+    rng = random.Random(rng_seed)
+    generic = [r for r in unrelated_requests() if r.part == "visible"]
+    schemas, out = {}, []
+    for schema, cs in load_sets(data):
+        vis = [c for c in cs if not c.held_out and c.kind in ("related", "unrelated")]
+        if not vis:
+            continue
+        schemas[schema.name] = schema
+        users = []
+        for n, c in enumerate(vis):
+            u = UserSpec(f"{schema.name}-s{n}", schema.name, "visible",
+                         tuple(PrefSpec(p.path, p.attribute, p.sentence, p.polarity) for p in c.prefs))
+            users.append(u)
+            out.append(Case(Request(c.text, c.kind, c.writer, "visible", schema.name, c.expect,
+                                    f"{schema.name}:{c.writer}:{c.text}"), u))
+        for r in rng.sample(generic, min(GENERIC_PER_SCHEMA, len(generic))):
+            out.append(Case(Request(r.text, "unrelated", r.family, "visible", schema.name, (), r.template),
+                            rng.choice(users)))
+    return schemas, out
+
+
+def transfer_rows(carmem: Path, slurp: Path, data: Path, work: Path, per_request: int = 3):
+    """Feature rows of boundmem's request sets and the per-schema sets' visible part, as the gate sees them."""
+    from boundmem.memory import build_memory
+
+    users = incar_users(carmem) + smarthome_users()
+    requests = unrelated_requests() + related_requests() + slurp_requests(slurp)
+    visible_users = [u for u in users if u.part == "visible"]
+    visible = [r for r in requests if r.part == "visible"]
+    cs = [c for c in cases(visible, visible_users, per_request=per_request) if c.part == "visible"]
+    cs = [c for c in cs if c.request.kind != "slurp"] + cases([r for r in visible if r.kind == "slurp"], visible_users, 1)
+    schemas, extra = schema_cases(data)
+    mems = memories(work, visible_users)
+    for name, schema in schemas.items():
+        if name not in mems:
+            mems[name] = build_memory(db=work / f"{name}.db", schema=schema, embedder="minilm")
+    for name in schemas:
+        store_users(mems[name], list({c.user.user: c.user for c in extra if c.user.domain == name}.values()))
+    allc = cs + extra
+    need = {c.request.text: 0.5 for c in allc}
+    rows = case_rows(mems, allc, need, learned={})
+    for m in mems.values():
+        m.close_jobs()
+        m.store.close()
+    return rows, cs, extra, schemas
+
+
+def train_transfer(carmem: Path, slurp: Path, data: Path, work: Path, none_rate: float = 0.96, l2: float = 1e-3,
+                   per_request: int = 3) -> tuple[GateModel, dict]:
+    """The gate over `TRANSFER_FEATURES`, fit on boundmem's request sets (in-car, smart home) and the visible part of
+    the per-schema sets (in-car, smart home, travel), each schema weighted alike; the threshold from
+    leave-one-schema-out probabilities: the best related hit@1 while at least `none_rate` of the unrelated requests of
+    every schema get nothing from a model that never saw that schema."""
+    rows, cs, extra, schemas = transfer_rows(carmem, slurp, data, work, per_request)
+    cols = [FEATURES.index(f) for f in TRANSFER_FEATURES]
+    X = rows.X[:, cols]
+    dom = np.array([rows.cases[i].user.domain for i in rows.case])
+    # each schema weighs alike, and within it the right memories as much as the rest
+    weights = np.zeros(len(rows.y))
+    for d in set(dom):
+        for lab in (0, 1):
+            m = (dom == d) & (rows.y == lab)
+            if m.any():
+                weights[m] = 1.0 / m.sum()
+    weights *= len(rows.y) / weights.sum()
+
+    def fit_w(Xa, ya, wa):
+        mean, scale = standardise(Xa)
+        w, b = fit_weighted((Xa - mean) / scale, ya.astype(float), wa, l2, iters=600)
+        return w, b, mean, scale
+
+    oof = np.zeros(len(rows.y))
+    for d in sorted(set(dom)):
+        hold = dom == d
+        w, b, mean, scale = fit_w(X[~hold], rows.y[~hold], weights[~hold])
+        oof[hold] = 1.0 / (1.0 + np.exp(-(((X[hold] - mean) / scale) @ w + b)))
+    threshold, cv = choose_threshold(rows, oof, none_rate)
+    per_schema = {d: scores(_subset(rows, dom == d), oof[dom == d], threshold) for d in sorted(set(dom))}
+    w, b, mean, scale = fit_w(X, rows.y, weights)
+    trained_on = (f"boundmem_bench.recall_sets visible part ({len(cs)} cases: CarMem 51-100 in-car users, smart-home "
+                  f"residents, SLURP devel) and the visible part of boundmem_bench/recall_data ({len(extra)} cases: "
+                  f"schemas {', '.join(sorted(schemas))}; writers and schemas held out left out); features that do not "
+                  f"depend on one schema; schemas weighted alike; threshold from leave-one-schema-out scores "
+                  f"(none >= {none_rate:.0%} per schema)")
+    model = GateModel(features=TRANSFER_FEATURES, w=w, b=b, threshold=threshold, mean=mean, scale=scale,
+                      trained_on=trained_on)
+    stats = {"rows": int(len(rows.y)), "positives": int(rows.y.sum()), "cases": len(cs) + len(extra),
+             "threshold": threshold, "cv": cv, "cv_per_schema": per_schema, "weights": dict(zip(TRANSFER_FEATURES, np.round(w, 3).tolist()))}
+    return model, stats
+
+
+def _subset(rows: Rows, mask: np.ndarray) -> Rows:
+    keep = sorted(set(rows.case[mask].tolist()))
+    remap = {c: i for i, c in enumerate(keep)}
+    return Rows(rows.X[mask], rows.y[mask], np.array([remap[c] for c in rows.case[mask]]), [rows.cases[c] for c in keep])
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--carmem", required=True, type=Path, help="CarMem dataset.jsonl (only lines 51-100 are read)")
@@ -258,9 +374,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--none-rate", type=float, default=0.96,
                     help="share of unrelated requests (and of SLURP commands) that must get no memory out of fold")
     ap.add_argument("--l2", type=float, default=1e-3)
+    ap.add_argument("--schemas", type=Path, default=None,
+                    help="the per-schema request sets (boundmem_bench/recall_data): fit the gate that transfers")
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        model, stats = train(a.carmem, a.slurp, Path(tmp), a.none_rate, a.l2)
+        if a.schemas is not None:
+            model, stats = train_transfer(a.carmem, a.slurp, a.schemas, Path(tmp), a.none_rate, a.l2)
+        else:
+            model, stats = train(a.carmem, a.slurp, Path(tmp), a.none_rate, a.l2)
     model.save(a.out)
     print(json.dumps(stats, indent=1))
     print(f"wrote {a.out} ({a.out.stat().st_size} bytes)")

@@ -46,7 +46,7 @@ NUMBER = re.compile(r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten|el
 
 
 _REMEMBER = re.compile(r"\b((do|can|did) you (still )?remember|you remember|remember (what|when|which|who|where|how|me)|"
-                       r"recall|remind me)\b", re.I)
+                       r"recall|remind me(?! to\b))\b", re.I)
 # statements pointing back that make the question after them a recall question
 # ("You once recommended a few cooking shows to me. What were their names?")
 _BACK_REF = re.compile(r"\b(you once|i once|you (recommended|suggested|taught|told|gave|showed) me|"
@@ -188,3 +188,51 @@ def request_cues(text: str) -> RequestCues:
     reason = pattern_reason(text)
     about = reason if reason and not reason.startswith("asks for a recommendation") else None
     return RequestCues(request=advice_request(text) or personal_request(text), about_self=about)
+
+
+# a command: the request tells the assistant to do something now, in the imperative or as "I want ..."
+COMMAND = re.compile(r"^\W*(please |hey |ok(ay)? |now |so )?((can|could|would|will) you (please )?)?"
+                     r"(i('d| would) like( to)?( have| hear)? |i want( to)?( hear)? )?"
+                     r"(play|put|set|switch|change|make|turn|tune|book|reserve|get me|send|ship|pay|add|call|phone|ring|"
+                     r"navigate|take|drive|route|heat|warm|cool|dim|brighten|fill|find|order|sign|start|shuffle|queue|"
+                     r"lights?|radio|seat|fan|crank|go with|use)\b", re.I)
+# a reminder to set ("remind me to buy milk"), not a question about the past ("remind me what you suggested")
+REMINDER = re.compile(r"\b(remind me to|set an? (reminder|alarm|timer)|add (a |an )?(reminder|appointment))\b", re.I)
+_LOWER_BEFORE = frozenset("""to in near at from for via by on with of into around outside than towards toward past
+between across""".split())
+_NOT_NAMES = frozenset("""i i'm i'd i'll monday tuesday wednesday thursday friday saturday sunday january february march
+april may june july august september october november december ok okay please hey hi thanks""".split())
+_CAP = re.compile(r"[A-Z][\w'’&.-]*")
+
+
+def is_command(text: str) -> bool:
+    """A command or an explicit setting, not a request for advice ("play X", "set 22 degrees", "book the
+    Sheraton"; not "recommend a hotel")."""
+    q = normalise(text)
+    return bool(COMMAND.search(q) or EXPLICIT.search(q)) and not advice_request(q)
+
+
+def is_reminder(text: str) -> bool:
+    return bool(REMINDER.search(text))
+
+
+def proper_names(text: str) -> list[str]:
+    """Capitalised words that name something the request wants ("Play Metallica", "book the Sheraton"): not the
+    first word of a sentence, not "I", a weekday or a month, and not a place after a preposition ("to Lisbon",
+    "in Rome"), which is where the request happens, not what it asks for."""
+    q = normalise(text)
+    out = []
+    for m in _CAP.finditer(q):
+        before = q[:m.start()].rstrip()
+        if not before or before[-1] in ".!?:\"“(":
+            continue
+        word = m.group(0).strip(".'’").lower()
+        prev = before.split()[-1].lower().strip(",;") if before.split() else ""
+        if word in _NOT_NAMES or prev in _LOWER_BEFORE:
+            continue
+        out.append(m.group(0).strip(".,"))
+    return out
+
+
+def names_number(text: str) -> bool:
+    return bool(NUMBER.search(text))

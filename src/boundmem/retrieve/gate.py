@@ -33,13 +33,14 @@ import numpy as np
 from ..errors import ConfigError
 from .category_index import CategoryIndex
 from .cues import EXPLICIT, NUMBER, CueReader, RequestCues, no_cues
+from .own_value import OwnValueRule
 from ..models import Preference, RecallHit
 from ..schema.model import Schema
 
 FEATURES = (
     "cosine", "margin_next", "gap_top", "is_top", "category", "category_gap", "category_best_held", "subcategory",
     "asks_for", "asks_for_gap", "domain_named", "value_named", "request", "about_self", "explicit", "number", "length",
-    "need", "learned", "learned_gap", "need_specified",
+    "need", "learned", "learned_gap", "need_specified", "asks_best_held", "dislike",
 )
 # what a request about a category sounds like, for any schema ("find me restaurant", "adjust climate control")
 ASK_FRAMES = ("{}", "I want {}", "find me {}", "recommend {}", "adjust the {}", "play {}", "set the {} I like")
@@ -141,6 +142,7 @@ class RecallGate:
         self._values = {p: [v.lower() for v in r.detail.attributes if len(v) > 2]
                         for p, r in zip(self.index.paths, self.index.refs)}
         self._asks: Optional[tuple[np.ndarray, np.ndarray]] = None
+        self.own_value = OwnValueRule(schema)
 
     def _ask_scores(self, q: np.ndarray) -> np.ndarray:
         """Per detail category: the best cosine of the request to what a request about it sounds like (its own and
@@ -152,9 +154,11 @@ class RecallGate:
                     for f in ASK_FRAMES:
                         texts.append(f.format(name))
                         owner.append(i)
-                if r.sub.description:
-                    texts.append(r.sub.description)
-                    owner.append(i)
+                # the operator's own word for requests the category matters to, though they do not name it
+                for t in (r.sub.description, *r.sub.applies_to, *r.detail.applies_to):
+                    if t:
+                        texts.append(t)
+                        owner.append(i)
             E = self.embedder.embed(texts)
             owner_a = np.array(owner)
             self._asks = (E, owner_a)
@@ -199,6 +203,8 @@ class RecallGate:
         held = [self._col.get(str(p.path), -1) for p, _ in hits]
         held_cats = [cat[c] if c >= 0 else -1.0 for c in held]
         best_held = max(held_cats)
+        held_asks = [asks[c] if c >= 0 else -1.0 for c in held]
+        best_held_ask = max(held_asks)
         need = self.model.need(q) if need is None else need
         if learned is None:
             cents = self.model.centroids.get(self.schema.name, {})
@@ -226,7 +232,8 @@ class RecallGate:
                     1.0 if words & self._domain.get(path, set()) else 0.0,
                     vn,
                     request, about_self, explicit, number, length, need, lv, lg,
-                    need * max(explicit, number, vn))
+                    need * max(explicit, number, vn), 1.0 if a >= best_held_ask else 0.0,
+                    1.0 if p.polarity == "dislike" else 0.0)
         return X
 
     def select(self, utterance: str, q: np.ndarray, hits: Sequence[tuple[Preference, float]],
@@ -238,14 +245,28 @@ class RecallGate:
             return []
         X = self.features(utterance, q, hits, cues)
         proba = self.model.probability(X[:, [FEATURES.index(f) for f in self.model.features]])
-        order = [i for i in np.argsort(-proba, kind="stable") if proba[i] >= self.model.threshold]
+        prefs = [p for p, _ in hits]
+        # a stored item that constrains a value the request names comes first, whatever the model says; a command
+        # naming its own value gets nothing else from that value's subcategory
+        first = [i for i in np.argsort(-proba, kind="stable") if self.own_value.constrains(utterance, prefs[i])]
+        moot = self.own_value.drop(utterance, prefs, self._closest_subcategory(q))
+        order = first + [i for i in np.argsort(-proba, kind="stable")
+                         if proba[i] >= self.model.threshold and i not in moot and i not in first]
         if k is None and order:
             top = hits[order[0]][0].path
             order = [i for i in order if (hits[i][0].path.main, hits[i][0].path.sub) == (top.main, top.sub)]
         elif k is not None:
             order = order[:k]
         return [RecallHit(preference=hits[i][0], score=hits[i][1], relevance=round(float(proba[i]), 4),
-                          why=self._why(X[i], proba[i], cues)) for i in order]
+                          why=("constrains the value the request names; " if i in first else "")
+                          + self._why(X[i], proba[i], cues)) for i in order]
+
+    def _closest_subcategory(self, q: np.ndarray) -> Optional[str]:
+        cat = self.index.category_scores(np.asarray(q, np.float32).reshape(1, -1))[0]
+        if not len(cat):
+            return None
+        path = self.index.refs[int(np.argmax(cat))].path
+        return f"{path.main}/{path.sub}"
 
     def _why(self, x: np.ndarray, p: float, cues: RequestCues) -> str:
         """The request rule that fired (if any) and the features that pushed this hit up most."""
@@ -274,4 +295,5 @@ _LABEL = {"cosine": "cosine", "margin_next": "margin to the next hit", "gap_top"
           "learned": "like requests of the category", "learned_gap": "the category such requests need most",
           "need_specified": "needed, though the request says what it wants",
           "domain_named": "names the category's domain", "value_named": "names a value of the category",
-          "explicit": "explicit command", "number": "names a number", "length": "length"}
+          "explicit": "explicit command", "number": "names a number", "length": "length",
+          "asks_best_held": "the held category asked for most", "dislike": "a dislike"}
