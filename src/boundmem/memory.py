@@ -423,12 +423,11 @@ class Memory(EpisodicAccess):
 
     def recall_all(self, utterance: str, user: str, k: Optional[int] = 5, *, gate: bool = True,
                    min_score: Optional[float] = None, today: Optional[date] = None) -> MemoryRecall:
-        """Preferences and, where episodic memory is on for the user, episodes that help with `utterance`: each kind
-        passes its own gate (the recall gate; CAIM's controller and relevance cutoff), and together they are at most
-        `k` (`merge_recalls`). `gate=False` turns both gates off."""
+        """Preferences and, where episodic memory is on for the user, episodes that help with `utterance`: one reading
+        of the request decides both (the recall gate; episodes follow it, `retrieve/joint.py`), and together they are
+        at most `k` (`merge_recalls`). `gate=False` turns both gates off."""
         prefs = self.recall(utterance, user, k, gate=gate, min_score=min_score)
-        eps = (self.episodic_memory.search(utterance, user, k or 5, today=today, gate=gate)
-               if self.episodic_on(user) else None)
+        eps = self.joint_episodes(utterance, user, k or 5, bool(prefs), gate=gate, today=today)
         return merge_recalls(prefs, eps, k)
 
     def stats(self) -> dict:
