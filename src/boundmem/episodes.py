@@ -358,7 +358,7 @@ class EpisodicAccess:
             return None
         if not gate:
             return self.episodic_memory.search(utterance, user, k, today=today, gate=False)
-        d = episode_decision(utterance, preferences_found, today)
+        d = episode_decision(utterance, preferences_found)
         if not d.recall:
             return EpisodeRecall(retrieved=False, reason=d.reason)
         r = self.episodic_memory.search(utterance, user, k, today=today, cutoff=d.cutoff)

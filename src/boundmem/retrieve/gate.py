@@ -45,6 +45,7 @@ FEATURES = (
 # what a request about a category sounds like, for any schema ("find me restaurant", "adjust climate control")
 ASK_FRAMES = ("{}", "I want {}", "find me {}", "recommend {}", "adjust the {}", "play {}", "set the {} I like")
 BUNDLED = "recall_gate.json"
+BUNDLED_TRANSFER = "recall_gate_transfer.json"
 
 
 @dataclass(frozen=True)
@@ -107,9 +108,26 @@ class GateModel:
         return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")), str(path))
 
     @classmethod
-    def bundled(cls) -> "GateModel":
-        text = resources.files("boundmem.retrieve").joinpath("data", BUNDLED).read_text(encoding="utf-8")
-        return cls.from_json(json.loads(text), f"boundmem/retrieve/data/{BUNDLED}")
+    def bundled(cls, name: str = BUNDLED) -> "GateModel":
+        text = resources.files("boundmem.retrieve").joinpath("data", name).read_text(encoding="utf-8")
+        return cls.from_json(json.loads(text), f"boundmem/retrieve/data/{name}")
+
+    def knows(self, schema: Schema) -> bool:
+        """Whether this model was calibrated on requests of `schema` itself: it holds centroids for the schema's
+        name, each of a subcategory the schema has (an operator's schema that only shares the name is not known)."""
+        cents = self.centroids.get(schema.name)
+        if not cents:
+            return False
+        subs = {f"{r.path.main}/{r.path.sub}" for r in schema.details()}
+        return set(cents) <= subs
+
+    @classmethod
+    def for_schema(cls, schema: Schema) -> "GateModel":
+        """The bundled model calibrated on this schema's own requests where there is one (in-car, smart home);
+        for any other schema the one whose features read only the schema's texts and the user's items, calibrated
+        with whole schemas held out, so its threshold holds on a schema it never saw."""
+        own = cls.bundled()
+        return own if own.knows(schema) else cls.bundled(BUNDLED_TRANSFER)
 
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -180,7 +198,7 @@ class RecallGate:
     @property
     def model(self) -> GateModel:
         if self._model is None:
-            self._model = GateModel.bundled()
+            self._model = GateModel.for_schema(self.schema)
         return self._model
 
     def features(self, utterance: str, q: np.ndarray, hits: Sequence[tuple[Preference, float]],

@@ -17,11 +17,9 @@ Both kinds then share one cap (`memory.merge_recalls`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date
 from typing import Optional
 
-from ..caim.controller import recall_question
-from .cues import is_command, is_reminder, is_small_talk, normalise
+from .cues import is_command, is_reminder, is_small_talk, later_reason, normalise, recall_reason
 
 
 @dataclass(frozen=True)
@@ -34,15 +32,17 @@ class EpisodeDecision:
     cutoff: Optional[bool] = None
 
 
-def episode_decision(utterance: str, preferences_found: bool, today: Optional[date] = None) -> EpisodeDecision:
-    """The episodic half's decision for `utterance`, given whether the recall gate kept any preference for it."""
+def episode_decision(utterance: str, preferences_found: bool) -> EpisodeDecision:
+    """The episodic half's decision for `utterance`, given whether the recall gate kept any preference for it (a
+    question about the past by the request rules: a recall cue, a question about the user's own past, date words in
+    a question)."""
     q = normalise(utterance)
     if is_small_talk(q):
         return EpisodeDecision(False, "small talk")
     if is_reminder(q):
         return EpisodeDecision(False, "sets a reminder: the past cannot change it")
-    if recall_question(q, today):
-        return EpisodeDecision(True, "asks about the past")
+    if (r := recall_reason(q) or later_reason(q)) and not r.startswith("asks for a recommendation"):
+        return EpisodeDecision(True, f"asks about the past ({r})")
     if is_command(q):
         return EpisodeDecision(False, "a command that says what it wants")
     if preferences_found:
