@@ -212,6 +212,34 @@ def is_command(text: str) -> bool:
     return bool(COMMAND.search(q) or EXPLICIT.search(q)) and not advice_request(q)
 
 
+# a request for the assistant's opinion, which a command worded as an errand ("book me a window seat") is not
+_ASKS_OPINION = re.compile(r"\b(recommend\w*|suggest\w*|advi[cs]e|ideas?|should|any good|what'?s (a )?good|which|"
+                           r"best|worth)\b", re.I)
+
+
+def says_what_it_wants(text: str) -> bool:
+    """A command or an errand that can name its own value ("play Metallica", "book me a window seat", "find me a
+    Thai place"), not a request for an opinion ("recommend a hotel") and not a reminder to set."""
+    q = normalise(text)
+    if _ASKS_OPINION.search(q) or is_reminder(q):
+        return False
+    return any(COMMAND.search(c) or EXPLICIT.search(c) for c in re.split(r"[,;.!?]\s+|\s+and\s+", q) if c)
+
+
+# a setting given its value, listed or not ("lights to blue", "set the fan to high"), and something to play named
+# ("play hip hop"): the request names a value of the category it is closest to
+_SETS_TO = re.compile(r"\b(set|switch|change|turn|make|dim|brighten|lights?|colou?r)\b[^.?!]*?\bto (?!(the|a|an|my|our|"
+                      r"your|me|us|work|home|school|bed)\b)\w", re.I)
+_PLAYS = re.compile(r"\b(play|put on|queue|shuffle)\s+(?!(some|something|anything|music|me|us|a|an|the|my|it|that|this|"
+                    r"what|whatever|next|previous|more|again)\b)\w", re.I)
+
+
+def names_unlisted_value(text: str) -> bool:
+    """A setting given its value or something to play named, whether or not the schema lists the value."""
+    q = normalise(text)
+    return bool(_SETS_TO.search(q) or _PLAYS.search(q))
+
+
 def is_reminder(text: str) -> bool:
     return bool(REMINDER.search(text))
 

@@ -16,7 +16,7 @@ from typing import Iterable, Optional
 
 from ..models import Preference
 from ..schema.model import Schema
-from .cues import is_command, names_number, proper_names
+from .cues import names_number, names_unlisted_value, proper_names, says_what_it_wants
 from .vocabulary import find_term, literal_attributes
 
 # a category that is itself a constraint: a like of "Toll roads" in it is an avoidance of toll roads
@@ -41,29 +41,34 @@ class OwnValueRule:
 
     def named_subcategories(self, text: str, closest: Optional[str] = None) -> set[str]:
         """The subcategories whose value the command names; empty when the request is not a command or names none.
-        `closest`: the subcategory the request is closest to, which a number or a proper name is taken to be about."""
-        if not is_command(text):
+        `closest`: the subcategory the request is closest to, which a number, a proper name or a value the schema
+        does not list ("lights to blue", "play hip hop") is taken to be about."""
+        if not says_what_it_wants(text):
             return set()
         out = {sub for sub, attrs in self._details
                if attrs and [a for a in literal_attributes(text, attrs) if a.lower() not in _GENERIC]}
-        if closest and (names_number(text) or proper_names(text)):
+        if closest and (names_number(text) or proper_names(text) or names_unlisted_value(text)):
             out.add(closest)
         return out
 
     def constrains(self, text: str, p: Preference) -> bool:
-        """A stored dislike (or a like in an avoidance, allergy or restriction category) of a value the request
+        """A stored dislike (or a like in an avoidance, allergy or restriction category) of a value a command
         names."""
-        if p.polarity != "dislike" and not self._constraint.get(str(p.path), False):
+        if p.polarity != "dislike" and not self.is_constraint(p):
             return False
-        return said(text, p.attribute)
+        return said(text, p.attribute) and says_what_it_wants(text)
+
+    def is_constraint(self, p: Preference) -> bool:
+        """A like in an avoidance, allergy or restriction category: it limits whatever the request names."""
+        return self._constraint.get(str(p.path), False)
 
     def drop(self, text: str, hits: Iterable[Preference], closest: Optional[str] = None) -> set[int]:
-        """Indexes of hits a command's own value makes moot: of the subcategory it names, not constraining it."""
-        subs = self.named_subcategories(text, closest)
-        if not subs:
+        """Indexes of hits a command's own value makes moot: every hit that does not constrain the value named (a
+        command that says what it wants needs no taste, its own category's or another's; a dislike or an avoidance
+        of the value named is asked about)."""
+        if not self.named_subcategories(text, closest):
             return set()
-        return {i for i, p in enumerate(hits)
-                if _sub(p.path.main, p.path.sub) in subs and not self.constrains(text, p)}
+        return {i for i, p in enumerate(hits) if not self.constrains(text, p)}
 
 
 def said(text: str, value: str) -> bool:
