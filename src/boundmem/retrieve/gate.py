@@ -33,6 +33,7 @@ import numpy as np
 from ..errors import ConfigError
 from .category_index import CategoryIndex
 from .cues import EXPLICIT, NUMBER, CueReader, RequestCues, no_cues
+from .implied import ImpliedNeeds
 from .own_value import OwnValueRule
 from ..models import Preference, RecallHit
 from ..schema.model import Schema
@@ -161,6 +162,7 @@ class RecallGate:
                         for p, r in zip(self.index.paths, self.index.refs)}
         self._asks: Optional[tuple[np.ndarray, np.ndarray]] = None
         self.own_value = OwnValueRule(schema)
+        self.implied = ImpliedNeeds(schema)
 
     def _ask_scores(self, q: np.ndarray) -> np.ndarray:
         """Per detail category: the best cosine of the request to what a request about it sounds like (its own and
@@ -264,19 +266,25 @@ class RecallGate:
         X = self.features(utterance, q, hits, cues)
         proba = self.model.probability(X[:, [FEATURES.index(f) for f in self.model.features]])
         prefs = [p for p, _ in hits]
-        # a stored item that constrains a value the request names comes first, whatever the model says; a command
-        # naming its own value gets nothing else from that value's subcategory
+        # a stored item that constrains a value a command names comes first, whatever the model says; a command
+        # naming its own value gets nothing else (own_value.py)
         first = [i for i in np.argsort(-proba, kind="stable") if self.own_value.constrains(utterance, prefs[i])]
         moot = self.own_value.drop(utterance, prefs, self._closest_subcategory(q))
-        order = first + [i for i in np.argsort(-proba, kind="stable")
-                         if proba[i] >= self.model.threshold and i not in moot and i not in first]
+        # after what the model passes: an item whose category's applies_to names the request's kind (a route: the
+        # road-type avoidance; implied.py)
+        passed = [i for i in np.argsort(-proba, kind="stable")
+                  if proba[i] >= self.model.threshold and i not in moot and i not in first]
+        implied = [i for i in np.argsort(-proba, kind="stable") if i not in first and i not in moot
+                   and i not in passed and self.implied.applies(utterance, prefs[i])]
+        order = first + passed + implied
         if k is None and order:
             top = hits[order[0]][0].path
             order = [i for i in order if (hits[i][0].path.main, hits[i][0].path.sub) == (top.main, top.sub)]
         elif k is not None:
             order = order[:k]
         return [RecallHit(preference=hits[i][0], score=hits[i][1], relevance=round(float(proba[i]), 4),
-                          why=("constrains the value the request names; " if i in first else "")
+                          why=("constrains the value the request names; " if i in first
+                               else "the category applies to this kind of request; " if i in implied else "")
                           + self._why(X[i], proba[i], cues)) for i in order]
 
     def _closest_subcategory(self, q: np.ndarray) -> Optional[str]:

@@ -25,8 +25,10 @@ def slug(name: str) -> str:
 
 
 APPLIES_TO = ("Kinds of request the category's preferences matter to although the request does not name the category "
-              "(a road-type avoidance applies to routing and navigation, a diet to food and restaurants): the recall "
-              "gate reads a request close to one of these phrases as asking about the category. Optional.")
+              "(a road-type avoidance applies to routing, a diet to food). A kind the recall gate knows (routing, food, "
+              "lodging, shopping, travel: retrieve/implied.py) recalls a held item of the category for every request of "
+              "that kind; any other entry is a phrase the gate reads a request close to as asking about the category. "
+              "Optional.")
 LABEL = ("What an end user reads for the category (the transparency page, the CLI): the name itself is written for "
          "the extractor. Unset: the name with its parenthetical notes dropped (`display.clean_label`).")
 
