@@ -11,6 +11,11 @@ category that holds one preference it replaces the like).
 
 Held out: whole schemas (`HELD_OUT_SCHEMAS`) and whole writers (`HELD_OUT_WRITERS`); a calibration may read only
 the other schemas' other writers.
+
+With episodes (`run(episodes=True)`, `boundmem bench recall --per-schema`), every user also holds the episodes of
+three past sessions (`recall_data/episodes/past.yaml`), recall goes through `Memory.recall_all` (one gate, both
+kinds, one cap), and each schema adds questions about that past, which must get the right episode first; unrelated
+requests and own-value commands must then get no episode either.
 """
 from __future__ import annotations
 
@@ -23,6 +28,8 @@ from typing import Optional, Sequence
 import yaml
 
 DATA = Path(__file__).resolve().parent / "recall_data"
+PAST = DATA / "episodes" / "past.yaml"
+TUESDAY, FRIDAY = "2024-05-07", "2024-05-10"
 HELD_OUT_SCHEMAS = frozenset({"support"})
 HELD_OUT_WRITERS = frozenset({"w3"})
 SEED = 34
@@ -110,22 +117,55 @@ def right_first(case: SchemaCase, got: Sequence[str]) -> bool:
     return bool(got) and any(got[0] == t or got[0].startswith(t + "/") for t in case.expect)
 
 
-def evaluate(mem, schema_cases: Sequence[SchemaCase], recall=None, tokens=None) -> list[dict]:
+def past_cases(schema: str, pool: Sequence[Pref]) -> list[SchemaCase]:
+    """Questions about the past sessions, asked by users holding two of the schema's preferences; `expect` holds the
+    words the first episode must contain."""
+    doc = yaml.safe_load(PAST.read_text(encoding="utf-8"))
+    rng = random.Random(f"{SEED}:past:{schema}")
+    return [SchemaCase(schema, "past", "past", text, tuple(rng.sample(list(pool), min(2, len(pool)))), (want,))
+            for text, want in doc["questions"]]
+
+
+def _episodes(mem, users: Sequence[str]) -> None:
+    from datetime import date
+
+    talks = yaml.safe_load(PAST.read_text(encoding="utf-8"))["talks"]
+    for uid in users:
+        for n, talk in enumerate(talks):
+            mem.remember_episode(talk, uid, day=date.fromisoformat(TUESDAY), conversation_id=f"past-{uid}-{n}")
+
+
+def evaluate(mem, schema_cases: Sequence[SchemaCase], recall=None, tokens=None, episodes: bool = False) -> list[dict]:
     """One row per case: the paths recall returned (`recall(mem, text, user)`, default `Memory.recall`), whether
-    that is right, and the tokens the formatted memory would add to a prompt (`tokens(text)`, when given)."""
+    that is right, and the tokens the formatted memory would add to a prompt (`tokens(text)`, when given). With
+    `episodes`, each user also holds the past sessions' episodes and recall is `Memory.recall_all` (a "past" case is
+    right when its first episode holds the expected words)."""
+    from datetime import date
+
     from boundmem.retrieve.format import MemoryFormat
 
     fmt = MemoryFormat()
     users = store_case_users(mem, schema_cases)
+    if episodes:
+        _episodes(mem, users)
     rows = []
     for c, uid in zip(schema_cases, users):
-        hits = recall(mem, c.text, uid) if recall is not None else mem.recall(c.text, uid)
+        eps: list[str] = []
+        if episodes:
+            got_all = mem.recall_all(c.text, uid, today=date.fromisoformat(FRIDAY))
+            hits = got_all.preferences
+            eps = [h.episode.text for h in (got_all.episodes.hits if got_all.episodes else [])]
+        else:
+            hits = recall(mem, c.text, uid) if recall is not None else mem.recall(c.text, uid)
         got = [str(h.preference.path) for h in hits]
-        ok = right_first(c, got) if c.expect else not got
+        if c.kind == "past":
+            ok = bool(eps) and c.expect[0].lower() in eps[0].lower()
+        else:
+            ok = right_first(c, got) if c.expect else not got
         added = tokens(fmt.preferences(mem.schema, hits)) if tokens is not None and hits else 0
         rows.append({"schema": c.schema, "writer": c.writer, "held_out": c.held_out, "kind": c.kind, "text": c.text,
                      "expect": list(c.expect), "got": got, "ok": ok, "tokens_added": added,
-                     "why": [h.why for h in hits]})
+                     "episodes": eps if episodes else None, "why": [h.why for h in hits]})
     return rows
 
 
@@ -145,6 +185,14 @@ def summarise(rows: Sequence[dict]) -> dict:
                 if ks:
                     s[name] = round(sum(ks) / len(ks), 3)
                     s[name.split("_")[0] + "_n"] = len(ks)
+            for kind, name in (("unrelated", "unrelated_episodes_empty"), ("own_value", "own_value_episodes_empty")):
+                es = [not r["episodes"] for r in rs if r["kind"] == kind and r.get("episodes") is not None]
+                if es:
+                    s[name] = round(sum(es) / len(es), 3)
+            ps = [r["ok"] for r in rs if r["kind"] == "past"]
+            if ps:
+                s["past_episode_hit@1"] = round(sum(ps) / len(ps), 3)
+                s["past_n"] = len(ps)
             toks = [r["tokens_added"] for r in rs if r["got"]]
             s["tokens_added_mean"] = round(statistics.mean(toks), 1) if toks else 0.0
             out[f"{schema}/{part}"] = s
@@ -152,33 +200,46 @@ def summarise(rows: Sequence[dict]) -> dict:
 
 
 def markdown(summary: dict) -> str:
-    lines = ["| schema / part | related hit@1 | unrelated empty | own-value empty | constrained hit@1 | tokens added |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| schema / part | related hit@1 | unrelated empty | own-value empty | constrained hit@1 | tokens added | "
+             "unrelated: no episode | own-value: no episode | past: episode first |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for k, s in summary.items():
         def f(name: str) -> str:
             v: Optional[float] = s.get(name)  # type: ignore[assignment]
             n = s.get(name.split("_")[0] + "_n")
             return "-" if v is None else f"{v:.3f} ({n})"
+        def e(name: str) -> str:
+            v = s.get(name)
+            return "-" if v is None else f"{v:.3f}"
         lines.append(f"| {k} | {f('related_hit@1')} | {f('unrelated_empty')} | {f('own_value_empty')} | "
-                     f"{f('constrained_hit@1')} | {s['tokens_added_mean']} |")
+                     f"{f('constrained_hit@1')} | {s['tokens_added_mean']} | {e('unrelated_episodes_empty')} | "
+                     f"{e('own_value_episodes_empty')} | {f('past_episode_hit@1')} |")
     return "\n".join(lines) + "\n"
 
 
-def run(embedder: str = "minilm", data: Path = DATA, work: Optional[Path] = None) -> tuple[dict, list[dict]]:
+def run(embedder: str = "minilm", data: Path = DATA, work: Optional[Path] = None,
+        episodes: bool = False) -> tuple[dict, list[dict]]:
     import tempfile
 
+    from boundmem.config import EpisodicSettings, Settings
     from boundmem.memory import build_memory
 
     from .recall import _tokens
 
+    settings = Settings.from_env()
+    if episodes:
+        settings = settings.model_copy(update={"episodic": EpisodicSettings(enabled=True)})
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(work or tmp)
         count = _tokens()
         for schema, cs in load_sets(data):
-            mem = build_memory(db=base / f"{schema.name}.db", schema=schema, embedder=embedder)
+            if episodes:
+                pool = sorted({p for c in cs for p in c.prefs if p.polarity == "like"}, key=lambda p: p.path)
+                cs = cs + past_cases(schema.name, pool)
+            mem = build_memory(settings, db=base / f"{schema.name}.db", schema=schema, embedder=embedder)
             try:
-                rows += evaluate(mem, cs, tokens=count)
+                rows += evaluate(mem, cs, tokens=count, episodes=episodes)
             finally:
                 mem.close_jobs()
                 mem.store.close()
@@ -189,7 +250,8 @@ if __name__ == "__main__":
     import json
     import sys
 
-    summary, rows = run()
+    summary, rows = run(episodes="--episodes" in sys.argv)
     print(markdown(summary))
+    sys.argv = [a for a in sys.argv if a != "--episodes"]
     if len(sys.argv) > 1:
         Path(sys.argv[1]).write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -8,7 +8,8 @@ episodic half follows the same reading of the request:
 - small talk, a reminder to set ("remind me to buy milk", "set an alarm") and a command that says what it wants
   ("play Metallica", "set 22 degrees", "take me home") get no episode: the past cannot change them;
 - a question about the past ("what did you suggest on Tuesday?", "do you remember ...") gets episodes as CAIM
-  retrieves them: the user says the answer is in memory;
+  retrieves them: the user says the answer is in memory (a question about the user's own facts, "where is my
+  order?", only what clears the cutoff);
 - a request the recall gate found preferences for needs memory: its episodes come as CAIM retrieves them;
 - anything else gets only the episodes that clear CAIM's relevance cutoff (near enough to count on their own).
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .cues import is_command, is_reminder, is_small_talk, later_reason, normalise, recall_reason
+from .cues import is_command, is_reminder, is_small_talk, normalise, recall_reason
 
 
 @dataclass(frozen=True)
@@ -34,17 +35,19 @@ class EpisodeDecision:
 
 def episode_decision(utterance: str, preferences_found: bool) -> EpisodeDecision:
     """The episodic half's decision for `utterance`, given whether the recall gate kept any preference for it (a
-    question about the past by the request rules: a recall cue, a question about the user's own past, date words in
-    a question)."""
+    question about the past by the request rules: a recall cue or a question about the user's own past; a date alone,
+    "who won last night?", is not one)."""
     q = normalise(utterance)
     if is_small_talk(q):
         return EpisodeDecision(False, "small talk")
     if is_reminder(q):
         return EpisodeDecision(False, "sets a reminder: the past cannot change it")
-    if (r := recall_reason(q) or later_reason(q)) and not r.startswith("asks for a recommendation"):
+    r = recall_reason(q)
+    if r and r.startswith(("recall cue", "asks about the user's own past")):
         return EpisodeDecision(True, f"asks about the past ({r})")
     if is_command(q):
         return EpisodeDecision(False, "a command that says what it wants")
     if preferences_found:
         return EpisodeDecision(True, "the recall gate found the request needs memory")
-    return EpisodeDecision(True, "only episodes near enough on their own", cutoff=True)
+    # "what's on my calendar?", "where is my order?" are about the user, not necessarily about the past
+    return EpisodeDecision(True, "only episodes near enough on their own" + (f" ({r})" if r else ""), cutoff=True)
