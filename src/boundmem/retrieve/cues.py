@@ -89,7 +89,8 @@ _ADVICE = re.compile(
     r"find|plan|with)|what (can|could) i|where (can|could) i|how (can|could|should) i|i need (a|an|some|to find)|"
     r"i'?m looking for|looking for (a|an|some)|any good|good (place|spot|restaurant|option|gift|book|movie|song)s?|"
     r"options? for|what'?s (a )?good|worth (trying|visiting|watching|reading|buying)|pick (a|an|one|something)|"
-    r"find me|book (me )?(a|an)|gift for|what to (eat|cook|wear|buy|watch|read|do|play)|where to (eat|go|stay))\b",
+    r"find me|book (me )?(a|an)|gift for|what to (eat|cook|wear|buy|watch|read|do|play)|where to (eat|go|stay)|"
+    r"point me (to|at|towards)|\b(a|an|some) [\w' -]{1,30}? to (get|buy|try|wear|read|watch|cook|make))\b",
     re.I)
 # a sentence that is only a greeting, thanks, acknowledgement or goodbye
 _SMALLTALK = re.compile(
