@@ -13,10 +13,17 @@ the request and of the hit, and kept when its probability reaches the model's th
   its name, description and example phrasings) and how far that is from the best category, the similarity to the
   subcategory's prototype, whether the request names the category's domain ("music", "parking").
 
-The rules are injected (`cues`; `Memory` passes CAIM's request rules), so this module knows no rule text. The model
-is package data (`data/recall_gate.json`) written by `boundmem_bench.train.recall_gate` from request sets written
-for it, with held-out users and requests it never saw; every feature is relative to the schema, so a schema the
-model was not trained on (an operator's own) is read the same way. Passing hits are ordered by probability, which is
+The rules are injected (`cues`; `Memory` passes CAIM's request rules), so this module knows no rule text. Two
+models are package data, written by `boundmem_bench.train.recall_gate` from request sets written for them, with
+held-out users, requests and schemas they never saw: `data/recall_gate.json`, calibrated on the in-car and smart-home
+schemas' own requests (it adds a request model and per-subcategory centroids of those requests), and
+`data/recall_gate_transfer.json` for any other schema (an operator's own): its features read only the schema's own
+texts (names, descriptions, values, `applies_to`) and the user's stored items, and its threshold comes from
+leave-one-schema-out scores, so it holds on a schema it was not calibrated on. `GateModel.for_schema` picks.
+
+Around the model, two rules: a command that names its own value ("play Metallica") gets only a stored item that
+constrains that value (`own_value.py`), and a request of a kind a category's `applies_to` names ("take me to the
+airport": routing) also gets that category's items (`implied.py`). Passing hits are ordered by probability, which is
 also what puts "Favorite genres" before "Favorite podcast shows" for "put on some music": `k` is only a cap.
 """
 from __future__ import annotations
