@@ -220,7 +220,7 @@ def register(app: typer.Typer) -> None:
                per_request: int = typer.Option(2, "--per-request", min=1, help="Users asking each of boundmem's own requests."),
                limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only this many requests (a quick run)."),
                per_schema: bool = typer.Option(False, "--per-schema", help="Instead: the hand-written request sets "
-                                               "per schema (in-car, smart home, travel, customer support; "
+                                               "per schema (in-car, smart home, travel, persona, customer support; "
                                                "boundmem_bench/recall_data), held-out schemas and writers apart, "
                                                "with episodes (no data files needed)."),
                out: Path = typer.Option(Path("bench-out/recall"), "--out")):

@@ -359,7 +359,7 @@ def train_transfer(carmem: Path, slurp: Path, data: Path, work: Path, none_rate:
                    l2: float = 1e-3, per_request: int = 3, covered: Sequence[str] = ("incar", "smarthome")
                    ) -> tuple[GateModel, dict]:
     """The gate over `TRANSFER_FEATURES` for schemas the in-schema model has no requests of, fit on boundmem's
-    request sets (in-car, smart home) and the visible part of the per-schema sets (in-car, smart home, travel),
+    request sets (in-car, smart home) and the visible part of the per-schema sets (in-car, smart home, travel, persona),
     each schema weighted alike. The threshold comes from leave-one-schema-out probabilities (the request model's
     too): the best related hit@1 over every schema's hand-written requests while at least `none_rate` of the
     hand-written unrelated requests of each schema the in-schema model does not cover (`covered`) get nothing from a

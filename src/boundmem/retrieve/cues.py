@@ -235,10 +235,27 @@ _PLAYS = re.compile(r"\b(play|put on|queue|shuffle)\s+(?!(some|something|anythin
                     r"what|whatever|next|previous|more|again)\b)\w", re.I)
 
 
+# what a command asks for, after its verb and any determiners ("order me a mushroom pizza" -> "mushroom")
+_OBJECT = re.compile(r"\b(play|put on|queue|order|book|reserve|get me|get us|buy|watch|cook|make me|make us)\s+"
+                     r"(?:(?:me|us|a|an|the|some|my|our|your|one|another)\s+)*([a-z][\w'-]*)", re.I)
+# words that say what kind of thing a command wants, not which one ("book a room", "play something")
+_GENERIC_OBJECT = frozenset("""something anything everything music song songs track tracks playlist album film movie
+films movies show shows series episode podcast podcasts radio station food meal meals dinner lunch breakfast snack
+table room rooms hotel flight flights ticket tickets taxi cab ride car seat trip holiday weekend day order bill invoice
+delivery appointment reminder alarm timer call it that this them these those good nice great new quick little few
+couple more next previous same usual favourite favorite right best place spot few lot bit drink coffee tea""".split())
+_PREPOSITIONS = frozenset("to in at for on from with by of into near around i you we they he she".split())
+
+
 def names_unlisted_value(text: str) -> bool:
-    """A setting given its value or something to play named, whether or not the schema lists the value."""
+    """A setting given its value, something to play named, or a command whose object is a particular thing ("play
+    some techno", "put on a horror film", "order a mushroom pizza"; not "book a room", "play something"), whether or
+    not the schema lists the value."""
     q = normalise(text)
-    return bool(_SETS_TO.search(q) or _PLAYS.search(q))
+    if _SETS_TO.search(q) or _PLAYS.search(q):
+        return True
+    return any(m.group(2).lower() not in _GENERIC_OBJECT and m.group(2).lower() not in _PREPOSITIONS
+               for m in _OBJECT.finditer(q))
 
 
 def is_reminder(text: str) -> bool:
