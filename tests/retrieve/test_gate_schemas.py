@@ -171,3 +171,23 @@ def test_recall_all_gives_a_command_no_episode_and_a_dated_question_its_episode(
     got = mem.recall_all("What did you suggest on Tuesday?", "ann", today=friday)
     assert got.episodes.hits and "Kind of Blue" in got.episodes.hits[0].episode.text
     mem.store.close()
+
+
+@pytest.mark.parametrize("text,named", [("Play some techno.", True), ("Put on a horror film.", True),
+                                        ("Order me a mushroom risotto, please.", True), ("Lights to blue.", True),
+                                        ("Play something for the drive.", False), ("Book a room in Madrid.", False),
+                                        ("Could you wrap up and send the order I placed today?", False),
+                                        ("Put on some music.", False)])
+def test_a_command_names_a_value_the_schema_need_not_list(text, named):
+    from boundmem.retrieve.cues import names_unlisted_value
+
+    assert names_unlisted_value(text) is named
+
+
+@pytest.mark.parametrize("text,wants", [("Book me a window seat.", True), ("I want the Bose ones, add them to my cart.", True),
+                                        ("Recommend a hotel in Rome.", False), ("Remind me to call mom.", False),
+                                        ("Which seat should I take?", False)])
+def test_an_errand_says_what_it_wants_a_request_for_advice_does_not(text, wants):
+    from boundmem.retrieve.cues import says_what_it_wants
+
+    assert says_what_it_wants(text) is wants
