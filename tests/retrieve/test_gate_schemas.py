@@ -116,7 +116,8 @@ def test_a_command_naming_its_own_value_gets_nothing_unless_an_item_constrains_i
         assert car.recall(text, "ann") == [], text
     assert car.recall("Put on some music.", "ann")   # names no value: the taste still helps
     _hold(car, "bo", [("Favorite Genres", "Jazz", "I love listening to jazz.", "like"),
-                      ("entertainment_and_media/music/favorite_artists_bands", "Metallica", "I can't stand Metallica.", "dislike")])
+                      ("entertainment_and_media/music/favorite_artists_bands", "Metallica", "I can't stand Metallica.",
+                       "dislike")])
     hits = car.recall("Play Metallica.", "bo")
     assert [h.preference.attribute for h in hits] == ["Metallica"] and hits[0].why.startswith("constrains")
 
@@ -184,8 +185,8 @@ def test_a_command_names_a_value_the_schema_need_not_list(text, named):
     assert names_unlisted_value(text) is named
 
 
-@pytest.mark.parametrize("text,wants", [("Book me a window seat.", True), ("I want the Bose ones, add them to my cart.", True),
-                                        ("Recommend a hotel in Rome.", False), ("Remind me to call mom.", False),
+@pytest.mark.parametrize("text,wants", [("Book me a window seat.", True),
+                                        ("I want the Bose ones, add them to my cart.", True), ("Recommend a hotel in Rome.", False), ("Remind me to call mom.", False),
                                         ("Which seat should I take?", False)])
 def test_an_errand_says_what_it_wants_a_request_for_advice_does_not(text, wants):
     from boundmem.retrieve.cues import says_what_it_wants
