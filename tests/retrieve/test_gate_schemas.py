@@ -186,7 +186,8 @@ def test_a_command_names_a_value_the_schema_need_not_list(text, named):
 
 
 @pytest.mark.parametrize("text,wants", [("Book me a window seat.", True),
-                                        ("I want the Bose ones, add them to my cart.", True), ("Recommend a hotel in Rome.", False), ("Remind me to call mom.", False),
+                                        ("I want the Bose ones, add them to my cart.", True),
+                                        ("Recommend a hotel in Rome.", False), ("Remind me to call mom.", False),
                                         ("Which seat should I take?", False)])
 def test_an_errand_says_what_it_wants_a_request_for_advice_does_not(text, wants):
     from boundmem.retrieve.cues import says_what_it_wants
