@@ -26,9 +26,17 @@ KINDS: dict[str, re.Pattern] = {
 }
 
 
+# a request about something else that only mentions a meal or a trip: a calendar entry for brunch, a video about
+# cooking, a message, a reminder, a ride someone else drives
+_ELSEWHERE = re.compile(r"\b(calendar|schedule|meeting|appointment|remind\w*|alarm|e-?mail|text|message|post|tweet|"
+                        r"videos?|news|weather|taxi|uber|cab|lyft)\b", re.I)
+
+
 def request_kinds(text: str) -> set[str]:
-    """The kinds of request `text` is, by the rules above."""
+    """The kinds of request `text` is, by the rules above (none for a request about something else)."""
     q = normalise(text)
+    if _ELSEWHERE.search(q):
+        return set()
     return {k for k, rx in KINDS.items() if rx.search(q)}
 
 
