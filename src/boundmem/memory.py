@@ -22,7 +22,8 @@ from .ingest import IngestFailed as IngestFailed, IngestTooLong as IngestTooLong
 from .ingest import Ingest, ingest_text
 from .jobs import Job, JobQueue
 from .messages import ConversationInput, to_conversation
-from .retrieve.gate import RecallGate, RequestCues
+from .retrieve.cues import request_cues
+from .retrieve.gate import RecallGate
 from .retrieve.retriever import Retriever
 from .retrieve.text import enriched_text
 from .schema.model import Schema, UnknownCategoryError
@@ -184,12 +185,11 @@ class Memory(EpisodicAccess):
 
     def recall_all(self, utterance: str, user: str, k: Optional[int] = 5, *, gate: bool = True,
                    min_score: Optional[float] = None, today: Optional[date] = None) -> MemoryRecall:
-        """Preferences and, where episodic memory is on for the user, episodes that help with `utterance`: each kind
-        passes its own gate (the recall gate; CAIM's controller and relevance cutoff), and together they are at most
-        `k` (`merge_recalls`). `gate=False` turns both gates off."""
+        """Preferences and, where episodic memory is on for the user, episodes that help with `utterance`: one reading
+        of the request decides both (the recall gate; episodes follow it, `retrieve/joint.py`), and together they are
+        at most `k` (`merge_recalls`). `gate=False` turns both gates off."""
         prefs = self.recall(utterance, user, k, gate=gate, min_score=min_score)
-        eps = (self.episodic_memory.search(utterance, user, k or 5, today=today, gate=gate)
-               if self.episodic_on(user) else None)
+        eps = self.joint_episodes(utterance, user, k or 5, bool(prefs), gate=gate, today=today)
         return merge_recalls(prefs, eps, k)
 
     def stats(self) -> dict:
@@ -338,19 +338,6 @@ def merge_recalls(prefs: list[RecallHit], episodes: Optional[EpisodeRecall], k: 
     if episodes is not None:
         episodes = episodes.model_copy(update={"hits": eps})
     return MemoryRecall(preferences=prefs, episodes=episodes)
-
-
-def request_cues(text: str) -> RequestCues:
-    """CAIM's request rules (caim/controller.py) as the recall gate reads them."""
-    from .caim.controller import RuleController, advice_request, is_small_talk, personal_request
-
-    if is_small_talk(text):
-        return RequestCues(small_talk=True)
-    reason = RuleController().reason(text)   # patterns only (no embedder): cheap to make
-    about = reason if reason and not reason.startswith("asks for a recommendation") else None
-    return RequestCues(request=advice_request(text) or personal_request(text), about_self=about)
-
-
 
 
 

@@ -24,6 +24,11 @@ def slug(name: str) -> str:
     return s or "_"
 
 
+APPLIES_TO = ("Kinds of request the category's preferences matter to although the request does not name the category "
+              "(a road-type avoidance applies to routing, a diet to food). A kind the recall gate knows (routing, food, "
+              "lodging, shopping, travel: retrieve/implied.py) recalls a held item of the category for every request of "
+              "that kind; any other entry is a phrase the gate reads a request close to as asking about the category. "
+              "Optional.")
 LABEL = ("What an end user reads for the category (the transparency page, the CLI): the name itself is written for "
          "the extractor. Unset: the name with its parenthetical notes dropped (`display.clean_label`).")
 
@@ -42,6 +47,7 @@ class DetailCategory(BaseModel):
         "reads badly: {'22 degree Celcius': '22 °C'}. Wording only: stored rows keep the value, so fixing a typo "
         "here needs no migration (the schema's fingerprint leaves it out)."))
     examples: tuple[str, ...] = ()
+    applies_to: tuple[str, ...] = Field((), description=APPLIES_TO)
     values: Optional[Literal["open", "closed"]] = Field(None, description=(
         "closed: a value is one of `attributes` (price range, Yes/No, Low/Medium/High); open: `attributes` are "
         "examples and a value is the user's own words (songs, artists, chains, stations, cuisines). Unset: closed when "
@@ -86,6 +92,7 @@ class SubCategory(BaseModel):
     key: str = ""
     label: str = Field("", description=LABEL)
     description: str = ""
+    applies_to: tuple[str, ...] = Field((), description=APPLIES_TO)
     details: tuple[DetailCategory, ...]
 
     _default_key = model_validator(mode="before")(DetailCategory._default_key.__func__)
