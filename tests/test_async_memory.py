@@ -1,4 +1,4 @@
-"""AsyncMemory (#21): Memory's methods awaited, run off the event loop, the README's voice example as written."""
+"""AsyncMemory: Memory's methods awaited, run off the event loop, the docs' voice example as written."""
 from __future__ import annotations
 
 import asyncio
@@ -90,15 +90,15 @@ def test_work_runs_off_the_event_loop_and_concurrent_awaits_all_land(memory):
     assert [p.attribute for r in [slow, *others] for p in r.stored] == ["Italian"] * 5
 
 
-def test_readme_voice_example_runs_as_written(tmp_path, minilm, monkeypatch):
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Async and voice pipelines"):]
+def test_docs_voice_example_runs_as_written(tmp_path, minilm, monkeypatch):
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "async.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## `AsyncMemory`"):]
     code = section[section.index("```python") + 9:]
     code = code[:code.index("```")]
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+        exec(compile(code, "docs/guides/async.md", "exec"), {"__name__": "__readme__"})
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("What you remember about this user") and any('"memory": "Italian"' in l for l in lines) \
         and lines[-1] == "done", lines

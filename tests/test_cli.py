@@ -46,7 +46,7 @@ def test_ingest_list_export_optout_forget(tmp_path):
     assert run("prefs", "export", "-u", "al", "--db", db, "-o", out).exit_code == 0
     exp = json.loads(out.read_text())
     assert exp["opt_outs"] == ["entertainment_and_media/music"] and len(exp["preferences"]) == 1
-    # the purge is audited, but the purged preference is erased from the log too (issue 11)
+    # the purge is audited, but the purged preference is erased from the log too
     assert any(a["op"] == "delete" and a["category"] == "entertainment_and_media/music/favorite_genres" for a in exp["audit"])
     assert "Jazz" not in out.read_text()
     # re-ingesting the music conversation stores nothing there now

@@ -84,7 +84,7 @@ def test_an_llm_extractor_without_key_or_endpoint_is_a_setting_to_fix_exit_2(tmp
 
 
 def test_prefs_list_of_a_tenant_user_names_the_tenant_form(tmp_path):
-    """#21: `prefs list -u dana` when only acme:dana exists is an error naming --tenant acme, not "0 preference(s)"."""
+    """`prefs list -u dana` when only acme:dana exists is an error naming --tenant acme, not "0 preference(s)"."""
     import json as _json
 
     from typer.testing import CliRunner
@@ -105,7 +105,7 @@ def test_prefs_list_of_a_tenant_user_names_the_tenant_form(tmp_path):
 
 
 def test_bench_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
-    """#21: a missing extra names itself (exit 2, no ModuleNotFoundError traceback), before any work is done."""
+    """a missing extra names itself (exit 2, no ModuleNotFoundError traceback), before any work is done."""
     import sys
 
     from typer.testing import CliRunner

@@ -1,4 +1,4 @@
-"""CLI privacy commands (issue 11): a user that does not exist is an error naming it (never "0 erased"), users
+"""CLI privacy commands: a user that does not exist is an error naming it (never "0 erased"), users
 created through the API are reached with --tenant, and `boundmem audit verify` checks the hash chains."""
 from __future__ import annotations
 

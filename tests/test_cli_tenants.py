@@ -1,4 +1,4 @@
-"""Users under a tenant on the CLI (#21): `ingest` and `recall` take --tenant like the other commands, and `recall`
+"""Users under a tenant on the CLI: `ingest` and `recall` take --tenant like the other commands, and `recall`
 of a user the store does not hold is an error naming the tenant form, never "nothing stored for this user"."""
 from __future__ import annotations
 

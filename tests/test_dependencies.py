@@ -1,4 +1,4 @@
-"""One list of dependencies (issue 19: requirements.txt made openai, fastapi, uvicorn and httpx required where
+"""One list of dependencies (requirements.txt made openai, fastapi, uvicorn and httpx required where
 pyproject made them extras): pyproject.toml is the source, the requirements files only group its extras and pin,
 CI installs from them, and `requires-python` admits no interpreter the code cannot run on."""
 from __future__ import annotations

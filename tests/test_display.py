@@ -1,4 +1,4 @@
-"""What an end user reads for a category and a held value (issue #21): readable labels, polarity worded as such."""
+"""What an end user reads for a category and a held value: readable labels, polarity worded as such."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""Correcting a preference and reading its history (#21): `Memory.update` (audited "update", cause "edited by the
+"""Correcting a preference and reading its history: `Memory.update` (audited "update", cause "edited by the
 user", re-embedded, opt-outs respected, closed categories keep to their items) and `Memory.history` (the
 preference's audit entries; after a deletion without content), and the CLI's `prefs edit` / `prefs history`."""
 from __future__ import annotations

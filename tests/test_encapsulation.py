@@ -1,4 +1,4 @@
-"""No module reaches into another's private attributes (issue 19: the job queue ran SQL on the store's private
+"""No module reaches into another's private attributes (the job queue ran SQL on the store's private
 connection, the jobs API read the Memory's `_jobs`): what one module needs of another is part of its contract, so a
 change inside one cannot silently break the other. These tests read every attribute access in src/boundmem."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One rule for a user the store does not hold (#21): `Memory.forget` raises NotFoundError as `prefs forget` exits 2
+"""One rule for a user the store does not hold: `Memory.forget` raises NotFoundError as `prefs forget` exits 2
 and `DELETE /v1/users/{user}` answers 404 (tests/service/test_tenancy.py), and records nothing about the typo."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""No function over 60 lines in the package (issue 19: the proxy's app factory was 156 lines, the MCP server's 68):
+"""No function over 60 lines in the package (the proxy's app factory was 156 lines, the MCP server's 68):
 a function a reader cannot hold at once hides which of its steps a change touches. Benchmarks (outside the package)
 are not counted. A nested function counts inside its parent too: a factory of closures is one function."""
 from __future__ import annotations

@@ -200,7 +200,7 @@ def test_concurrent_write_between_decision_and_commit_is_seen(tmp_path, schema, 
     assert [p.conversation_id for p in m.preferences("u")] == ["concurrent"]
 
 
-# --- issue 11: consent outlives forget; the embedder's dimension is checked at write time --------------------
+# --- consent outlives forget; the embedder's dimension is checked at write time --------------------
 def test_an_opt_out_survives_forget_and_only_opt_in_lifts_it(mem):
     mem.extractor.next = [Candidate(path=CUISINE, attribute="Italian", sentence="I love Italian food")]
     mem.add(conv("c1"), "u")

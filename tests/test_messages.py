@@ -1,4 +1,4 @@
-"""What add / submit / HTTP / the client accept as a conversation (#21): LLM SDK messages, a string, a Conversation;
+"""What add / submit / HTTP / the client accept as a conversation: LLM SDK messages, a string, a Conversation;
 anything else an InputError naming what was expected (never an AttributeError from inside extraction)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Observations (issue 18): one-off choices are kept apart from preferences, promoted when repeated in distinct
+"""Observations: one-off choices are kept apart from preferences, promoted when repeated in distinct
 conversations or confirmed, erasable, blocked by opt-outs, expiring; the job queue behaves the same."""
 from __future__ import annotations
 

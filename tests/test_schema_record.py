@@ -1,4 +1,4 @@
-"""A store remembers its schema (#21): the first write records name + fingerprint; opening it with another schema
+"""A store remembers its schema: the first write records name + fingerprint; opening it with another schema
 (or with none, so the in-car default) is a ConflictError naming both, CLI exit 2; the shipped smart-home example."""
 from __future__ import annotations
 
@@ -115,15 +115,14 @@ def test_schema_migrate_records_the_new_schema_deliberately(tmp_path, smarthome)
     store.close()
 
 
-def test_readme_schema_section_example_loads():
+def test_docs_schema_guide_example_loads():
     from pathlib import Path
 
     from boundmem.schema.load import load_yaml
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Your own schema"):readme.index("## Settings")]
+    section = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "schema.md").read_text(encoding="utf-8")
     block = section[section.index("```yaml") + 7:]
-    s = load_yaml(block[:block.index("```")], "README")
+    s = load_yaml(block[:block.index("```")], "schema.md")
     kinds = {ref.detail.name: ref.detail.value_kind for ref in s.details()}
     assert kinds == {"Preferred Room Temperature": "closed", "Favorite Artist": "open"}
     for cmd in ("schema validate", "schema show", "schema migrate", "load_schema", "Memory.local("):

@@ -271,7 +271,7 @@ def maintenance_records(item: CarMemItem, existing: list[Preference], negate: Ex
     incoming: list[tuple[str, str, Optional[Candidate]]] = [
         ("equal", "equal", Candidate(path=item.path, attribute=item.attribute, sentence=mq.equal)),
         ("different", "different", Candidate(path=item.path, attribute=mq.different_attribute, sentence=mq.different)),
-        # polarity is the extractor's data (issue 18): the constructed negation carries it, as an extractor would
+        # polarity is the extractor's data: the constructed negation carries it, as an extractor would
         ("negate", "negate_constructed", Candidate(path=item.path, attribute=item.attribute, sentence=mq.negate,
                                                    polarity="dislike")),
     ]

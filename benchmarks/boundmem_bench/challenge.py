@@ -25,7 +25,7 @@ from .carmem import EMBEDDERS, EXTRACTORS, MAINTAINERS, Components, build_compon
 from .challenge_sets import (KINDS, SETS, SLURP_PREFERENCE_INTENTS, SPLITS, STYLES, ChallengeDataError, ChallengeItem,
                              ChallengeSet, available_sets, default_data_dir, load_set, load_slurp)
 from .challenge_metrics import (Pref, fabricated, score_case, score_conversation, slurp_summary,
-                                summarise, summarise_issue18)
+                                summarise, summarise_values)
 from .report import Report, Stopwatch, fmt, machine_info, progress, timing_section, track, write_json
 
 SetChoice = Literal["incar", "travel", "incar-words", "smarthome", "chat", "chat-travel", "chat-smarthome", "all"]
@@ -114,7 +114,7 @@ def score_item(it: ChallengeItem, got: dict[str, Any], items: tuple[dict, dict] 
     sc = score_conversation(exp, stored)
     exp_obs = None if it.expected_observed is None else [
         Pref(path=str(e.path), attribute=e.attribute, polarity=e.polarity, accept=e.accept) for e in it.expected_observed]
-    sc["issue18"] = score_case(it.kind, exp, stored, user_text(it.conversations), items[0], items[1],
+    sc["values"] = score_case(it.kind, exp, stored, user_text(it.conversations), items[0], items[1],
                                promoted=_prefs_of(got.get("promoted")), observed=_prefs_of(got.get("observed")),
                                expected_observed=exp_obs)
     turns = [[{"role": t.role, "text": t.text} for t in c.turns] for c in it.conversations]
@@ -133,7 +133,7 @@ def _flat(rec: dict) -> dict:
 def summarise_set(records: list[dict], splits: list[str]) -> dict[str, Any]:
     return {sp: summarise([_flat(r) for r in records if sp == "all" or r["split"] == sp], KINDS, STYLES)
             | {"errors": sum(1 for r in records if r["error"] and (sp == "all" or r["split"] == sp)),
-               "issue18": summarise_issue18([r["score"]["issue18"] for r in records if sp == "all" or r["split"] == sp])}
+               "values": summarise_values([r["score"]["values"] for r in records if sp == "all" or r["split"] == sp])}
             for sp in splits}
 
 
@@ -171,7 +171,7 @@ def run_challenge(cfg: ChallengeConfig, components: Optional[Components] = None)
                 items = [it for it in cs.items if _in_split(it.split, cfg.split)]
                 sch_items = schema_items(cs.schema)
                 with watch.stage(f"ingest {cs.name}"):
-                    records = [score_item(it, ingest(mem, f"{cs.name}/{it.id}", it.conversations), sch_items)
+                    records = [score_item(it, ingest(mem, f"{cs.name}.{it.id}", it.conversations), sch_items)
                                for it in track(prog, items, f"{cs.name}: ingest")]
                 results["sets"][cs.name] = {
                     "schema": cs.schema.name, "zero_shot": cs.zero_shot, "files": list(cs.files),
@@ -187,7 +187,7 @@ def run_challenge(cfg: ChallengeConfig, components: Optional[Components] = None)
                     rows = []
                     for s in track(prog, slurp, "SLURP: ingest"):
                         conv = Conversation(id=s.id, turns=(Turn(role="user", text=s.sentence),))
-                        got = ingest(mem, f"slurp/{s.slurp_id}", conv)
+                        got = ingest(mem, f"slurp.{s.slurp_id}", conv)
                         held = _prefs_of(got["stored"]) or []
                         got["fabricated"] = [held[j].attribute for j in fabricated(held, [], s.sentence, closed)]
                         rows.append({"slurp_id": s.slurp_id, "split": s.split, "intent": s.intent, "scenario": s.scenario,
@@ -278,14 +278,14 @@ def _set_section(rep: Report, name: str, data: dict, splits: list[str]) -> None:
                 rows.append([v, "stored something unexpected"] + [
                     _rate(g["stored_unexpected"], g["expecting"], g["stored_unexpected_rate"]) for g in groups])
         rep.table([key.replace("by_", ""), "measure", *splits], rows)
-    _issue18_section(rep, summ, splits)
+    _values_section(rep, summ, splits)
     items = data["items"]
-    fab = [r for r in items if r["score"]["issue18"]["fabricated"]]
+    fab = [r for r in items if r["score"]["values"]["fabricated"]]
     if fab:
         rep.h3(f"Fabricated values ({len(fab)} cases{', first 25' if len(fab) > 25 else ''})")
         rep.table(["id", "split", "kind", "conversation", "expected", "fabricated"],
                   [[r["id"], r["split"], r["kind"], _turn_text(r), _prefs(r["expected"]),
-                    "; ".join(r["score"]["issue18"]["fabricated"])] for r in fab[:25]])
+                    "; ".join(r["score"]["values"]["fabricated"])] for r in fab[:25]])
     wrong = [r for r in items if r["score"]["expects_none"] and r["stored"]]
     dis = [r for r in items if r["score"]["dislike_as_like"]]
     missed = [r for r in items if r["score"]["levels"]["detail"]["fn"]]
@@ -302,10 +302,10 @@ def _share(d: Optional[dict]) -> str:
     return "–" if not d or not d["n"] else f"{fmt(d['rate'], pct=True)} ({d['right']}/{d['n']})"
 
 
-def _issue18_section(rep: Report, summ: dict, splits: list[str]) -> None:
-    """The #18 figures of one set, a row per measure, a column per split ("–": no case of that kind here)."""
-    i18 = {sp: summ[sp]["issue18"] for sp in splits}
-    rep.h3("Values the user said, polarity, change of mind, promotion (issue #18)")
+def _values_section(rep: Report, summ: dict, splits: list[str]) -> None:
+    """The value figures of one set, a row per measure, a column per split ("–": no case of that kind here)."""
+    vals = {sp: summ[sp]["values"] for sp in splits}
+    rep.h3("Values the user said, polarity, change of mind, promotion")
     rep.para("Fabricated: a stored value whose content words (lightly stemmed, stopwords and the words every listed "
              "item of its category shares left out) are not all in the user's turns, unless it is a listed item of a "
              "closed category that the gold says the user's words implied. Polarity flip: a stored value the gold "
@@ -316,14 +316,14 @@ def _issue18_section(rep: Report, summ: dict, splits: list[str]) -> None:
              "(recall). Fragment: a value made only of stopwords/pronouns/negation words or starting/ending with a "
              "function word ('not living', 'your watch'), listed items excepted.")
     rows: list[list] = [
-        ["fabricated values (cases)"] + [f"{i18[sp]['fabricated']['n']} ({i18[sp]['fabricated']['cases']})" for sp in splits],
-        ["polarity flips"] + [i18[sp]["polarity_flips"] for sp in splits],
-        ["fragment values / stored"] + [f"{i18[sp]['fragments']['n']} / {i18[sp]['fragments']['of_stored']}" for sp in splits]]
+        ["fabricated values (cases)"] + [f"{vals[sp]['fabricated']['n']} ({vals[sp]['fabricated']['cases']})" for sp in splits],
+        ["polarity flips"] + [vals[sp]["polarity_flips"] for sp in splits],
+        ["fragment values / stored"] + [f"{vals[sp]['fragments']['n']} / {vals[sp]['fragments']['of_stored']}" for sp in splits]]
     for key, label in (("open_values_right", "open values in the user's words"),
                        ("no_value_nothing_stored", "requests naming no value: nothing stored"),
                        ("negation_right", "negation right"), ("change_of_mind_right", "change of mind: final state right")):
-        if any(i18[sp][key]["n"] for sp in splits):
-            rows.append([label] + [_share(i18[sp][key]) for sp in splits])
+        if any(vals[sp][key]["n"] for sp in splits):
+            rows.append([label] + [_share(vals[sp][key]) for sp in splits])
     kinds = summ[splits[-1]]["by_kind"]
     if kinds.get("chat", {}).get("n"):
         rows.append(["chat messages: false-store rate"] + [
@@ -331,17 +331,17 @@ def _issue18_section(rep: Report, summ: dict, splits: list[str]) -> None:
                   summ[sp]["by_kind"]["chat"]["false_store"]["rate"]) for sp in splits])
     if any(summ[sp]["by_kind"][k]["n"] for sp in splits for k in ("repeated_choice", "mixed_choices", "single_choice",
                                                                    "not_evidence")):
-        if all(i18[sp]["promotion"] is None for sp in splits):
+        if all(vals[sp]["promotion"] is None for sp in splits):
             rows.append(["promotion", *["not measured: the memory keeps no observations"] * len(splits)])
         else:
-            pro = {sp: i18[sp]["promotion"] or {} for sp in splits}
+            pro = {sp: vals[sp]["promotion"] or {} for sp in splits}
             rows += [["promotion precision"] + [_rate(pro[sp].get("right"), pro[sp].get("promoted"), pro[sp].get("precision"))
                                                 for sp in splits],
                      ["promotion recall"] + [_rate(pro[sp].get("found"), pro[sp].get("expected"), pro[sp].get("recall"))
                                              for sp in splits],
                      ["single or mixed choices promoted (cases)"] + [pro[sp].get("single_or_mixed_promoted", "–") for sp in splits],
                      ["not-evidence cases promoted"] + [pro[sp].get("not_evidence_promoted", "–") for sp in splits],
-                     ["observations held as expected"] + [_share(i18[sp].get("observations_right")) for sp in splits]]
+                     ["observations held as expected"] + [_share(vals[sp].get("observations_right")) for sp in splits]]
     rep.table(["measure", *splits], rows)
 
 
@@ -441,11 +441,11 @@ def summary_lines(res: dict) -> list[str]:
     lines = []
     for name, data in res["sets"].items():
         for sp, s in data["summary"].items():
-            i18 = s["issue18"]
+            vals = s["values"]
             lines.append(f"{name} {sp}: detail F1 {fmt(s['detail']['f1'])}, attribute accuracy {fmt(s['attribute']['accuracy'])}, "
                          f"false stores {s['false_store']['stored']}/{s['false_store']['n']}, "
                          f"dislike stored as like {s['dislike']['stored_as_like']}, "
-                         f"fabricated {i18['fabricated']['n']}, polarity flips {i18['polarity_flips']}")
+                         f"fabricated {vals['fabricated']['n']}, polarity flips {vals['polarity_flips']}")
     if res.get("slurp"):
         for sp, s in res["slurp"]["summary"].items():
             lines.append(f"SLURP {sp}: false-store rate {fmt(s['rate'], pct=True)} ({s['stored']}/{s['n']}), "

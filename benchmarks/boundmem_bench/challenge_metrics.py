@@ -192,7 +192,7 @@ def slurp_summary(rows: Sequence[dict[str, Any]], preference_intents: Sequence[s
             "preference_intents": {"n": len(pref), "stored": sum(bool(r["stored"]) for r in pref)}}
 
 
-# --- issue #18: values the user said, polarity, final states, promotion, fragments ----------
+# --- values the user said, polarity, final states, promotion, fragments ----------
 # words that carry no value of their own: a stored value made only of these says nothing the user chose
 STOPWORDS = frozenset("""a an the of and or but to for in on at by from with without than then that this these those
 it its is are was were be been being do does did have has had i me my mine you your yours he him his she her hers we us
@@ -318,7 +318,7 @@ def share(k: int, n: int) -> dict[str, Any]:
     return {"n": n, "right": k, "rate": ratio(k, n)}
 
 
-# kinds whose cases the #18 shares are taken over
+# kinds whose cases the value shares are taken over
 NEGATION_KINDS = ("negation", "negated")
 PROMOTION_KINDS = ("repeated_choice", "mixed_choices", "single_choice", "not_evidence")
 
@@ -327,7 +327,7 @@ def score_case(kind: str, expected: Sequence[Pref], stored: Sequence[Pref], user
                closed_items: dict[str, tuple[str, ...]], listed: dict[str, tuple[str, ...]],
                promoted: Optional[Sequence[Pref]] = None, observed: Optional[Sequence[Pref]] = None,
                expected_observed: Optional[Sequence[Pref]] = None) -> dict[str, Any]:
-    """The #18 figures of one case (what `summarise_issue18` adds up). `user_text`: all the user's turns;
+    """The value figures of one case (what `summarise_values` adds up). `user_text`: all the user's turns;
     `listed`: path -> every listed item (fragments); `promoted`/`observed`: None when the memory keeps no
     observations (those figures are then skipped)."""
     out: dict[str, Any] = {
@@ -349,8 +349,8 @@ def score_case(kind: str, expected: Sequence[Pref], stored: Sequence[Pref], user
     return out
 
 
-def summarise_issue18(cases: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """`score_case` results of one split into the #18 figures; a share over no case is None."""
+def summarise_values(cases: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """`score_case` results of one split into the value figures; a share over no case is None."""
     def of(kinds: Sequence[str], key: str) -> dict[str, Any]:
         sel = [c for c in cases if c["kind"] in kinds]
         return share(sum(bool(c[key]) for c in sel), len(sel))

@@ -69,7 +69,7 @@ SETS: dict[str, SetSpec] = {
     "incar": SetSpec(name="incar", files=("incar-negative.jsonl", "incar-positive.jsonl", "incar-open-values.jsonl",
                                           "incar-negation.jsonl", "incar-no-value.jsonl", "chat-non-preference.jsonl")),
     "travel": SetSpec(name="travel", files=("travel.jsonl",), schema_file="travel.yaml", zero_shot=True),
-    # issue #18: values in the user's words, negation, requests naming no value, change of mind, repeated choices
+    # values in the user's words, negation, requests naming no value, change of mind, repeated choices
     "incar-words": SetSpec(name="incar-words", id_prefix="incar",
                            files=("incar-open.jsonl", "incar-negation-forms.jsonl", "incar-novalue.jsonl",
                                   "incar-change.jsonl", "incar-choices.jsonl")),

@@ -54,7 +54,7 @@ def _caim(embedder: Any, llm: Any, workdir: Path, **switches: Any) -> Any:
 
 
 def system_factories() -> dict[str, Callable[[Any, Any, Path, int], DialogueMemory]]:
-    from boundmem.caim.baselines import MemoryBank, TiM
+    from boundmem_bench.baselines import MemoryBank, TiM
 
     return {
         "caim": lambda e, l, w, s: _rename(_caim(e, l, w), "caim"),

@@ -220,7 +220,7 @@ def _cv(t: _Table, folds: list[tuple[list[str], list[str]]]) -> dict:
 
 def _memorybank(embedder: Any, data: GVDDataset, users: list[str], questions: list, today: date, k: int,
                 folds: list[tuple[list[str], list[str]]], seed: int) -> dict:
-    from boundmem.caim.baselines import MemoryBank
+    from boundmem_bench.baselines import MemoryBank
     from .gvd_eval import evaluate_question
 
     mb = MemoryBank(embedder, None, forgetting=False, seed=seed)

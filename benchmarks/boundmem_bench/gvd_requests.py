@@ -71,7 +71,7 @@ def _reason_kind(why: str) -> str:
 
 
 def run_requests(path: Path, embedder: Any, k: int = 5, seed: int = 0) -> dict:
-    from boundmem.caim.baselines import MemoryBank
+    from boundmem_bench.baselines import MemoryBank
     from boundmem.caim.system import CAIM
 
     cases = load_requests(path)

@@ -457,6 +457,90 @@ def _settle(mem, user: str, jobs_before: int, timeout: float = 60.0) -> None:
             mem.jobs.wait(j.id, timeout=max(0.1, end - time.monotonic()))
 
 
+def _load_rounds(send, queries: list[str], clients: list[int], per_level: int, rounds: int, close=None) -> dict:
+    """Closed-loop load: `c` clients each sending its next request as soon as the last one answered, for each `c` of
+    `clients`, the levels interleaved (their order rotates each round) so drift on a shared machine hits every
+    level alike. Each request carries a text not sent before (no query-cache hit). `send(client, i, text)` is one
+    awaited request, `close()` (awaited at the end) releases the clients' connections. Per level: requests/s per
+    round and pooled latency."""
+    import asyncio
+
+    texts = iter(f"{q} ({n})" for n in range(10**9) for q in queries)
+    per: dict[int, dict] = {c: {"rps": [], "ms": []} for c in clients}
+
+    async def level(c: int) -> None:
+        todo = [(i, next(texts)) for i in range(per_level)]
+        it = iter(todo)
+
+        async def client(k: int) -> None:
+            for i, text in it:
+                t = time.perf_counter()
+                await send(k, i, text)
+                per[c]["ms"].append((time.perf_counter() - t) * 1000)
+
+        t = time.perf_counter()
+        await asyncio.gather(*(client(k) for k in range(c)))
+        per[c]["rps"].append(per_level / (time.perf_counter() - t))
+
+    async def run() -> None:
+        for r in range(rounds):
+            for j in range(len(clients)):
+                await level(clients[(r + j) % len(clients)])
+        if close is not None:
+            await close()
+
+    asyncio.run(run())
+    return {str(c): {"requests_per_s": v["rps"], "median_requests_per_s": statistics.median(v["rps"]),
+                     **_summary(v["ms"])} for c, v in per.items()}
+
+
+def measure_concurrency(mem, queries: list[str], work: Path, args: list[str], clients: tuple[int, ...] = (1, 4, 16),
+                        per_level: int = 120, rounds: int = 3, serve_args: tuple[str, ...] = ()) -> dict:
+    """Recall throughput and latency as clients grow, over HTTP (`boundmem serve` with `serve_args`) and through
+    `boundmem proxy` (an instant upstream), each server in its own process with the machine's load stated: what a
+    deployment gets from the cores it has."""
+    import httpx
+
+    hdr = {"Authorization": f"Bearer {BENCH_KEY}"}
+    out: dict = {"cores": os.cpu_count(), "load_average_before": list(os.getloadavg()), "clients": list(clients),
+                 "per_level": per_level, "rounds": rounds, "serve_args": list(serve_args)}
+    srv, upstream = _fake_upstream()
+    try:
+        with _Cli(["serve", *args, *serve_args], work, "serve-load") as api_url, \
+                _Cli(["proxy", *args, *serve_args, "--upstream", upstream], work, "proxy-load") as proxy_url:
+            async def http_recall(http, i: int, text: str) -> None:
+                r = await http.post(f"{api_url}/v1/users/user-{i % 50}/recall", json={"utterance": text, "k": 5},
+                                    headers=hdr)
+                r.raise_for_status()
+
+            async def proxied(http, i: int, text: str) -> None:
+                r = await http.post(f"{proxy_url}/v1/chat/completions", headers=hdr, json={
+                    "model": "bench", "user": f"user-{i % 50}", "messages": [{"role": "user", "content": text}]})
+                r.raise_for_status()
+
+            for name, call in (("http", http_recall), ("proxy", proxied)):
+                pool: dict[int, httpx.AsyncClient] = {}
+
+                async def send(k: int, i: int, text: str, call=call, pool=pool) -> None:
+                    if k not in pool:   # one keep-alive connection per client, as a deployment's callers hold
+                        pool[k] = httpx.AsyncClient(timeout=120)
+                    await call(pool[k], i, text)
+
+                async def close(pool=pool) -> None:
+                    for c in pool.values():
+                        await c.aclose()
+
+                out[name] = _load_rounds(send, queries, list(clients), per_level, rounds, close)
+            mem.jobs.drain(mem.add, timeout=600)   # what the proxy learnt, before anything else is measured
+    finally:
+        srv.shutdown()
+    lo, hi = str(min(clients)), str(max(clients))
+    for name in ("http", "proxy"):
+        out[name]["scaling"] = out[name][hi]["median_requests_per_s"] / out[name][lo]["median_requests_per_s"]
+    out["load_average_after"] = list(os.getloadavg())
+    return out
+
+
 def measure_surfaces(mem, queries: list[str], work: Path, args: list[str]) -> dict:
     """The floor and every surface on the same unique queries, interleaved in one loop (each query: the system order
     rotates), every cache cleared before each sample so each query is really embedded: one query embedding (the

@@ -219,9 +219,25 @@ def register(app: typer.Typer) -> None:
                                             "trained on minilm)."),
                per_request: int = typer.Option(2, "--per-request", min=1, help="Users asking each of boundmem's own requests."),
                limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only this many requests (a quick run)."),
+               per_schema: bool = typer.Option(False, "--per-schema", help="Instead: the hand-written request sets "
+                                               "per schema (in-car, smart home, travel, persona, customer support; "
+                                               "boundmem_bench/recall_data), held-out schemas and writers apart, "
+                                               "with episodes (no data files needed)."),
                out: Path = typer.Option(Path("bench-out/recall"), "--out")):
         """Memory injected per entry point for unrelated requests and SLURP commands; hit@1 and prompt tokens for
-        related ones; visible and held-out parts apart."""
+        related ones; visible and held-out parts apart. `--per-schema`: related hit@1, unrelated empty, own-value
+        empty and tokens added on each schema's own requests."""
+        if per_schema:
+            from .recall_schemas import markdown as schema_markdown, run as run_schemas
+
+            summary, rows = run_schemas(embedder, episodes=True)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "per-schema.json").write_text(json.dumps(summary, indent=2))
+            (out / "per-schema-rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            md = "# bench recall --per-schema\n\n" + schema_markdown(summary)
+            (out / "per-schema.md").write_text(md)
+            typer.echo(md)
+            return
         for p, what in ((carmem, "--carmem"), (slurp, "--slurp")):
             if not p.is_file():
                 raise typer.BadParameter(f"{p} is not a file", param_hint=what)

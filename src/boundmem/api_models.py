@@ -56,6 +56,7 @@ class PreferenceOut(BaseModel):
     display: str = Field("", description="The value as an end user reads it beside `label`: 'Jazz', 'Dislikes: Jazz', "
                          "'Avoids: Highways'.")
     sentence: str = Field(description="The user's sentence the preference was taken from.")
+    edited: bool = Field(False, description="The user corrected the value since: `sentence` is what they said before.")
     conversation_id: Optional[str] = None
     created_at: datetime
     updated_at: datetime

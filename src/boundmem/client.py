@@ -33,6 +33,7 @@ from .messages import ConversationInput, to_conversation
 from .models import Episode, EpisodeResult, UserExport
 from .schema.model import Schema
 from .store.base import EmbeddingDimensionError, StoreBusy
+from .user_id import accepts_user_id
 
 __all__ = ["Client", "AsyncClient", "ApiError", "AuthError", "InvalidRequest", "LimitExceeded", "RateLimited",
            "NotFound", "Busy", "DimensionMismatch", "ExtractionFailed", "Conflict"]
@@ -122,6 +123,7 @@ def _conversation(c: ConversationInput, conversation_id: Optional[str]) -> dict:
     return to_conversation(c, conversation_id).model_dump(mode="json", exclude_none=True)
 
 
+@accepts_user_id
 class _Ops:
     """Every API call, written once: `_call` returns the parsed answer (Client) or a coroutine of it (AsyncClient)."""
 
@@ -242,6 +244,11 @@ class _Ops:
         """The operator's schema, or (with `user`) the categories that user agreed to."""
         return self._call("GET", f"/v1/users/{_u(user)}/schema" if user else "/v1/schema", Schema)
 
+    # mem0's names for the same calls
+    search = recall
+    get_all = preferences
+    delete_all = forget
+
 
 def _parse(r: httpx.Response, model: Any):
     if r.status_code >= 400:
@@ -253,6 +260,7 @@ def _headers(api_key: str) -> dict:
     return {"Authorization": f"Bearer {api_key}", "User-Agent": "boundmem-client"}
 
 
+@accepts_user_id
 class Client(_Ops):
     """Synchronous client. `api_key`: a tenant key or a user token. `http_client`: an httpx.Client to use instead of
     one of its own (e.g. with a transport of your own, or FastAPI's TestClient)."""
@@ -288,6 +296,7 @@ class Client(_Ops):
         self.close()
 
 
+@accepts_user_id
 class AsyncClient(_Ops):
     """The same calls, awaited: `await client.recall("alice", "...")`."""
 

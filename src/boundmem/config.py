@@ -6,7 +6,8 @@ another). The entry points (the CLI commands, `build_memory` when given no Setti
 everything below them receives the Settings (or the group it needs) as an argument. `Settings()` is the defaults
 alone, with no environment: what tests and library callers start from.
 
-This is the only module that reads `os.environ`; README's settings table lists every variable here."""
+This is the only module that reads `os.environ`; the docs' settings table is generated from these fields' descriptions,
+which therefore start with the variable."""
 from __future__ import annotations
 
 import os
@@ -25,12 +26,15 @@ class _Group(BaseModel):
 
 
 class EmbedSettings(_Group):
-    embedder: str = Field("minilm", description="BOUNDMEM_EMBEDDER: the embedder's registry name")
-    minilm_backend: Literal["auto", "onnx", "torch"] = Field("auto", description="BOUNDMEM_MINILM_BACKEND")
+    embedder: str = Field("minilm", description="BOUNDMEM_EMBEDDER: minilm, minilm-onnx, minilm-torch (the same "
+                          "vectors), openai or hash (tests only); must match what the store was filled with")
+    minilm_backend: Literal["auto", "onnx", "torch"] = Field("auto", description="BOUNDMEM_MINILM_BACKEND: auto (ONNX "
+                                                                   "Runtime where it runs, else torch), onnx or torch")
     minilm_onnx: Optional[Path] = Field(None, description="BOUNDMEM_MINILM_ONNX: your own ONNX export of MiniLM")
     minilm_precision: Literal["int8", "fp32"] = Field(
         "int8", description="BOUNDMEM_MINILM_PRECISION: which ONNX weights (fp32: exported once from the torch weights)")
-    cache_dir: Path = Field(DEFAULT_CACHE_DIR, description="BOUNDMEM_CACHE_DIR, else $XDG_CACHE_HOME/boundmem")
+    cache_dir: Path = Field(DEFAULT_CACHE_DIR, description="BOUNDMEM_CACHE_DIR: where the fp32 ONNX export is written "
+                                                    "once (else $XDG_CACHE_HOME/boundmem)")
     ort_threads: int = Field(1, ge=0, description="BOUNDMEM_ORT_THREADS: ONNX Runtime threads per run (0: ORT's default)")
     openai_model: str = Field("text-embedding-3-small", description="BOUNDMEM_EMBED_MODEL: model of --embedder openai")
     query_cache: int = Field(1024, ge=0, description="BOUNDMEM_QUERY_CACHE: query vectors a Memory keeps for recall "
@@ -41,19 +45,27 @@ class LLMSettings(_Group):
     """The OpenAI-compatible endpoint of the LLM stages (and of `--embedder openai`)."""
 
     client: str = Field("openai", description="the LLM client's registry name (only one so far)")
-    model: str = Field("gpt-4o-2024-08-06", description="BOUNDMEM_LLM_MODEL")
-    base_url: Optional[str] = Field(None, description="BOUNDMEM_LLM_BASE_URL, else OPENAI_BASE_URL")
-    api_key: Optional[SecretStr] = Field(None, description="BOUNDMEM_LLM_API_KEY, else OPENAI_API_KEY, else AZURE_OPENAI_API_KEY")
-    azure_endpoint: Optional[str] = Field(None, description="BOUNDMEM_LLM_AZURE_ENDPOINT")
-    azure_api_version: Optional[str] = Field(None, description="BOUNDMEM_LLM_AZURE_API_VERSION (or BOUNDMEM_LLM_API_VERSION, "
-                                                               "OPENAI_API_VERSION)")
-    timeout: float = Field(30.0, gt=0, description="BOUNDMEM_LLM_TIMEOUT, seconds")
-    max_retries: int = Field(3, ge=0, description="BOUNDMEM_LLM_MAX_RETRIES")
-    backoff: float = Field(0.5, ge=0, description="BOUNDMEM_LLM_BACKOFF, seconds before the first retry")
-    temperature: Optional[float] = Field(0.0, description="BOUNDMEM_LLM_TEMPERATURE ('none': left out of the request)")
-    max_tokens: Optional[int] = Field(None, ge=1, description="BOUNDMEM_LLM_MAX_TOKENS")
+    model: str = Field("gpt-4o-2024-08-06", description="BOUNDMEM_LLM_MODEL: the model name (Azure: the deployment)")
+    base_url: Optional[str] = Field(None, description="BOUNDMEM_LLM_BASE_URL: the endpoint, e.g. http://127.0.0.1:11434/v1 "
+                                                          "for Ollama (else OPENAI_BASE_URL; unset: OpenAI)")
+    api_key: Optional[SecretStr] = Field(None, description="BOUNDMEM_LLM_API_KEY: the key (else OPENAI_API_KEY, else "
+                                                          "AZURE_OPENAI_API_KEY; a local server given by the base URL gets a dummy one)")
+    azure_endpoint: Optional[str] = Field(None, description="BOUNDMEM_LLM_AZURE_ENDPOINT: an Azure OpenAI endpoint, "
+                                                                "instead of the base URL")
+    azure_api_version: Optional[str] = Field(None, description="BOUNDMEM_LLM_AZURE_API_VERSION: the Azure API version (or "
+                                                               "BOUNDMEM_LLM_API_VERSION, OPENAI_API_VERSION; unset: 2024-10-21)")
+    timeout: float = Field(30.0, gt=0, description="BOUNDMEM_LLM_TIMEOUT: seconds per request")
+    max_retries: int = Field(3, ge=0, description="BOUNDMEM_LLM_MAX_RETRIES: extra attempts after a timeout, "
+                                                   "408/409/429 or 5xx")
+    backoff: float = Field(0.5, ge=0, description="BOUNDMEM_LLM_BACKOFF: seconds before the first retry (doubling, "
+                                                   "at most 8)")
+    temperature: Optional[float] = Field(0.0, description="BOUNDMEM_LLM_TEMPERATURE: the sampling temperature ('none': "
+                                                              "left out of the request)")
+    max_tokens: Optional[int] = Field(None, ge=1, description="BOUNDMEM_LLM_MAX_TOKENS: a bound on every answer (unset: left "
+                                                           "out of the request)")
     usage_log: Optional[str] = Field(None, description="BOUNDMEM_LLM_USAGE_LOG: a JSONL file, one line per request")
-    tool_shape: Literal["flat", "nested"] = Field("flat", description="BOUNDMEM_LLM_TOOL_SHAPE")
+    tool_shape: Literal["flat", "nested"] = Field("flat", description="BOUNDMEM_LLM_TOOL_SHAPE: flat (one list of the "
+                                                      "allowed categories) or nested (the paper's main > sub > detail object)")
     profile: Literal["paper", "small"] = Field(
         "paper", description="BOUNDMEM_LLM_PROFILE: paper (forced tool call, a worked example) or small (no example, "
                              "output constrained to the JSON schema where the server can, the shortest schema)")
@@ -65,14 +77,19 @@ class LLMSettings(_Group):
 class LocalLLMSettings(_Group):
     """`boundmem llm local`: where the server and models live, and how the server is built."""
 
-    home: Path = Field(Path.home() / ".cache" / "boundmem" / "llm", description="BOUNDMEM_LLM_HOME")
-    cmake_args: Optional[str] = Field(None, description="CMAKE_ARGS for building llama-cpp-python (yours win)")
+    home: Path = Field(Path.home() / ".cache" / "boundmem" / "llm", description="BOUNDMEM_LLM_HOME: "
+                         "where `boundmem llm local` keeps the server's venv and the models (--home)")
+    cmake_args: Optional[str] = Field(None, description="CMAKE_ARGS: how llama-cpp-python is built (yours win over "
+                                                       "-DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DGGML_BLAS=OFF)")
 
 
 class ServiceSettings(_Group):
-    keys: Optional[Path] = Field(None, description="BOUNDMEM_KEYS: API key -> tenant file")
-    token_secret_file: Optional[Path] = Field(None, description="BOUNDMEM_TOKEN_SECRET_FILE")
-    token_state: Optional[Path] = Field(None, description="BOUNDMEM_TOKEN_STATE")
+    keys: Optional[Path] = Field(None, description="BOUNDMEM_KEYS: the keys file of serve and proxy, API key -> "
+                                                          "tenant (--keys)")
+    token_secret_file: Optional[Path] = Field(None, description="BOUNDMEM_TOKEN_SECRET_FILE: the secret that signs user "
+                                                      "tokens (unset: random per process)")
+    token_state: Optional[Path] = Field(None, description="BOUNDMEM_TOKEN_STATE: the SQLite file of token "
+                                                "revocations; give every process the same one")
     mcp_token: Optional[SecretStr] = Field(None, description="BOUNDMEM_MCP_TOKEN: the user token of `serve mcp --token`")
     upstream_url: Optional[str] = Field(None, description="BOUNDMEM_UPSTREAM_URL: the proxy's model server")
     memory_template: Optional[Path] = Field(None, description="BOUNDMEM_MEMORY_TEMPLATE: the operator's wording around "
@@ -93,9 +110,11 @@ class EpisodicSettings(_Group):
 
 
 class Settings(_Group):
-    db: str = Field("boundmem.db", description="BOUNDMEM_DB: SQLite file or postgresql:// URL")
-    caim_db: str = Field("boundmem-caim.db", description="BOUNDMEM_CAIM_DB")
-    pg_vacuum: Literal["plain", "full", "off"] = Field("plain", description="BOUNDMEM_PG_VACUUM: after an erasure")
+    db: str = Field("boundmem.db", description="BOUNDMEM_DB: the store: a SQLite file, a postgresql:// URL "
+                    "or a libpq 'host=... dbname=...' string (--db)")
+    caim_db: str = Field("boundmem-caim.db", description="BOUNDMEM_CAIM_DB: `boundmem caim`'s SQLite file (--db)")
+    pg_vacuum: Literal["plain", "full", "off"] = Field("plain", description="BOUNDMEM_PG_VACUUM: PostgreSQL after an erasure: plain, full (no erased "
+                                                           "byte in live data files, an exclusive lock) or off")
     jobs_nice: int = Field(10, description="BOUNDMEM_JOBS_NICE: nice value of the job worker thread (<= 0: unchanged)")
     promote_after: int = Field(3, ge=1, description="BOUNDMEM_PROMOTE_AFTER: distinct conversations observing the same "
                                "value that promote it to a preference")

@@ -241,13 +241,15 @@ class EpisodicMemory:
 
     # --- reading ---------------------------------------------------------------------------------------
     def search(self, utterance: str, user: str, k: int = 5, since: Optional[date] = None,
-               until: Optional[date] = None, today: Optional[date] = None, gate: bool = True) -> EpisodeRecall:
+               until: Optional[date] = None, today: Optional[date] = None, gate: bool = True,
+               cutoff: Optional[bool] = None) -> EpisodeRecall:
         """CAIM's retrieval over the user's episodes of days since..until: dense cosine, a bonus for a tag shared
         with the request and for the day it names ("on Tuesday", relative to `today`), and CAIM's relevance cutoff
         where `caim.controller.cutoff_applies` says so (not for requests for advice or a task, whose relevant memories
         are worded unlike them, nor for recall questions, which say the answer is in memory). With `gate`, CAIM's
         controller first decides whether the request needs memory at all (small talk and unrelated requests do
-        not); `retrieved` says what it decided."""
+        not); `retrieved` says what it decided. `cutoff`: True keeps only what clears the relevance cutoff whatever
+        the request (the joint decision's, `retrieve/joint.py`); None: CAIM's rule."""
         self.require(user)
         if k is not None and k <= 0:
             raise InputError(f"k must be at least 1, not {k}")
@@ -267,7 +269,8 @@ class EpisodicMemory:
         qtags = self.tagger.tags(utterance, 3)
         tag_sim = np.array([tag_similarity(qtags, e.tags) for e in eps], np.float32) if qtags \
             else np.zeros(len(eps), np.float32)
-        top = rank(cos, tag_sim, in_range, self.params, k, use_filter=cutoff_applies(utterance, today))
+        use_filter = cutoff if cutoff is not None else cutoff_applies(utterance, today)
+        top = rank(cos, tag_sim, in_range, self.params, k, use_filter=use_filter)
         hits = [EpisodeHit(episode=eps[i], score=round(s, 4), why=_why(float(cos[i]), qtags, eps[i], when, in_range[i]))
                 for i, s in top]
         return EpisodeRecall(retrieved=True, reason=reason, hits=hits)
@@ -344,6 +347,22 @@ class EpisodicAccess:
                         gate: bool = True) -> list[EpisodeHit]:
         """The episodes that help answer `utterance`, best first (see `EpisodicMemory.search`)."""
         return self.episodic_memory.search(utterance, user, k, since, until, today, gate).hits
+
+    def joint_episodes(self, utterance: str, user: str, k: Optional[int], preferences_found: bool, *, gate: bool = True,
+                       today: Optional[date] = None) -> Optional[EpisodeRecall]:
+        """The episodes beside a preference recall, by the same reading of the request (`retrieve/joint.py`); None
+        when episodic memory is off for the user."""
+        from .retrieve.joint import episode_decision
+
+        if not self.episodic_on(user):
+            return None
+        if not gate:
+            return self.episodic_memory.search(utterance, user, k, today=today, gate=False)
+        d = episode_decision(utterance, preferences_found)
+        if not d.recall:
+            return EpisodeRecall(retrieved=False, reason=d.reason)
+        r = self.episodic_memory.search(utterance, user, k, today=today, cutoff=d.cutoff)
+        return r.model_copy(update={"reason": f"{d.reason}; {r.reason}"}) if r.retrieved else r
 
     def delete_episode(self, user: str, episode_id: str) -> Episode:
         return self.store.delete_episode(user, episode_id, cause="deleted by user")

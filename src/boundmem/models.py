@@ -263,6 +263,20 @@ class ConsentRecord(BaseModel):
     cause: str = ""
 
 
+EDITED_BY_USER = "edited by the user"   # the cause `Memory.update` audits: the held value is no longer the sentence's
+
+
+def edited_preference_ids(audit: list[AuditEntry]) -> set[str]:
+    """The preferences whose value the user corrected since it was learned: their latest insert or update entry is
+    an edit, so the sentence beside them is what the user said before the correction (a later conversation that
+    updates the value again makes the sentence current, and the mark goes)."""
+    last: dict[str, str] = {}
+    for a in audit:
+        if a.preference_id and a.op in ("insert", "update"):
+            last[a.preference_id] = a.cause
+    return {pid for pid, cause in last.items() if cause == EDITED_BY_USER}
+
+
 def consent_records(opt_outs: list[str], audit: list[AuditEntry]) -> list[ConsentRecord]:
     """The consent record of each opt-out in force: its latest opt_out entry in the audit log."""
     last: dict[str, AuditEntry] = {}

@@ -1,4 +1,4 @@
-"""The abuse tier (issue 22): the attacks of the probes so far, re-runnable, counted per kind. Each test runs many
+"""The abuse tier: the attacks of the probes so far, re-runnable, counted per kind. Each test runs many
 cases of one kind and records every case tried and every one that failed; the session ends with a table
 
     abuse suite: kind | tried | failed

@@ -1,4 +1,4 @@
-"""Issue 33, failure 1: words a user says that try to leave the memory's data block and speak to the model as the
+"""Words a user says that try to leave the memory's data block and speak to the model as the
 operator. Built from attack kinds (role markers, chat-template tokens of ChatML/Llama/Gemma/Mistral/Phi, fence and
 quote breaks, XML/markdown tricks, line and paragraph separators, homoglyphs, bidi overrides, zero-width characters)
 times the ways of putting them after an innocent preference; `CORPUS` has >= 150 strings, each carrying MARK so a

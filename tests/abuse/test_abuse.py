@@ -1,4 +1,4 @@
-"""The attacks of issue 22's probe and the earlier ones, each kind as many generated cases (see conftest.py)."""
+"""The attacks of the probes so far, each kind as many generated cases (see conftest.py)."""
 from __future__ import annotations
 
 import itertools

@@ -1,4 +1,4 @@
-"""Issue 33, failure 5: deleting a chain's last row, or a whole chain, passed `audit verify`. Each chain now has a
+"""Deleting a chain's last row, or a whole chain, passed `audit verify`. Each chain now has a
 head record (its last seq and hash, sealed with the store's key) in `meta`, apart from the rows: a cut tail, a
 removed chain, a removed or edited head record is found. What an attacker holding the file (and so the key, kept
 in it) can still do is in README ("The audit log")."""

@@ -1,4 +1,4 @@
-"""Issue 33, failure 3: a bad database file was a traceback (`DatabaseError: file is not a database`, exit 1) for
+"""A bad database file was a traceback (`DatabaseError: file is not a database`, exit 1) for
 `prefs list`, `ingest`, `recall`, `audit verify` and `serve`. Each is now one `error:` line naming the file and the
 cause, exit 5 (README's table: the store failed), and `serve` does not start. (Read-only files and mounts are not
 tried here: the tests may run as root, for whom no permission bit holds.)"""

@@ -1,4 +1,4 @@
-"""Issue 33, failure 4: warm means warm. The first 50 concurrent adds after `serve` said ready waited ~19 s each in
+"""Warm means warm. The first 50 concurrent adds after `serve` said ready waited ~19 s each in
 `extract/speech.py _identifier` (an lru_cache around a model load that `Memory.warm()` never called and that let
 every concurrent first caller load it again). Here the language identifier's load is made slow on purpose (a stand-in
 for the real file read) and counted; the reader's own model is a stand-in that reads nothing (the behaviour under

@@ -1,4 +1,4 @@
-"""Issue 33, failure 2: with episodic memory on, a long turn (or zalgo text, or 1,900 nested parentheses) answered
+"""With episodic memory on, a long turn (or zalgo text, or 1,900 nested parentheses) answered
 500 (ThoughtDraft's 400-character limit in post-thinking) while the preference of the same turn was stored. An
 ingest is all or nothing: hostile turns over the library, HTTP and MCP give no 500 and either everything of the
 turn or nothing; a failure in any part rolls back every part; CPU per ingest is bounded by a named limit."""

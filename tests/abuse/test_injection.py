@@ -1,4 +1,4 @@
-"""Issue 33, failure 1: stored words reached the model as instructions. Every string of the injection corpus is
+"""Stored words reached the model as instructions. Every string of the injection corpus is
 stored through the library (as a preference's sentence and value, and as an episode), recalled by the proxy and
 read back from what a fake upstream received: everything outside the memory's data block must be the operator's
 own text, every line inside it one JSON object that gives the user's exact words back, with no raw line break,

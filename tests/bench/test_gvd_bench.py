@@ -169,7 +169,7 @@ def test_cli_rejects_unknown_system(shared_data, tmp_path):
 def test_llm_answer_path_is_scored_with_polarity(shared_data):
     """The answer prompt goes through the real client to a scripted server; its reply is what gets scored."""
     from boundmem_bench.gvd_eval import evaluate_question
-    from boundmem.caim.baselines import MemoryBank
+    from boundmem_bench.baselines import MemoryBank
     from boundmem.llm.client import LLMClient
     from boundmem.embed import HashEmbedder
     from llm.fake_openai import FakeOpenAI, content

@@ -1,4 +1,4 @@
-"""bench recall on tiny fixtures written here (no real data): the sets' splits, and what each entry point injected."""
+"""Bench recall on tiny fixtures written here (no real data): the sets' splits, and what each entry point injected."""
 import json
 
 import pytest

@@ -1,4 +1,4 @@
-"""Issue 19's library swaps keep the behaviour: spoken numbers by text2num (retrieve/vocabulary.spoken_numbers) and
+"""The library swaps keep the behaviour: spoken numbers by text2num (retrieve/vocabulary.spoken_numbers) and
 the English detector by py3langid (extract/speech.is_english). The hand-written versions they replaced are kept
 here as the reference; where the two differ, the case is listed (mostly where the library is right, and the known
 price where it is not)."""

@@ -163,7 +163,7 @@ def test_bad_token_settings_are_refused(tmp_path, extra, needle):
 
 
 def test_serve_on_a_taken_port_says_so_before_serving(tmp_path, taken_port):
-    """#21: a taken port is one clear error with README's exit status for a failed serve (1), not "serving ..."
+    """a taken port is one clear error with README's exit status for a failed serve (1), not "serving ..."
     followed by uvicorn's exit 3."""
     keys, port = taken_port
     r = subprocess.run([*CLI, "--db", str(tmp_path / "s.db"), "--keys", str(keys), "--port", str(port), "--lazy",

@@ -1,4 +1,4 @@
-"""boundmem.Client and AsyncClient against the real app: typed answers, the library's error types."""
+"""Boundmem.Client and AsyncClient against the real app: typed answers, the library's error types."""
 from __future__ import annotations
 
 import asyncio

@@ -1,4 +1,4 @@
-"""PATCH /v1/users/{user}/preferences/{id} and GET .../history (#21), and the client's update/history: the edit is
+"""PATCH /v1/users/{user}/preferences/{id} and GET .../history, and the client's update/history: the edit is
 the library's (audited, re-embedded, closed items, conflicts), scoped to the caller's tenant and user token."""
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ def test_patch_corrects_the_value_and_history_shows_it(client, memory, italian):
     got = r.json()
     assert (got["id"], got["attribute"], got["sentence"], got["user"]) == (italian["id"], "Mexican",
                                                                          "I love Italian food.", "alice")
-    assert [p["attribute"] for p in client.get(f"{U}/preferences", headers=A).json()["preferences"]] == ["Mexican"]
+    assert got["edited"] is True and italian["edited"] is False   # the sentence is what was said before the edit
+    listed = client.get(f"{U}/preferences", headers=A).json()["preferences"]
+    assert [(p["attribute"], p["edited"]) for p in listed] == [("Mexican", True)]
     r = client.patch(f"{U}/preferences/{italian['id']}", json={"polarity": "dislike"}, headers=A)
     assert r.status_code == 200 and r.json()["attribute"] == "Mexican"
     assert memory.store.get("acme:alice", italian["id"]).polarity == "dislike"

@@ -1,4 +1,4 @@
-"""Episodic memory through every surface (issue 20): the HTTP routes (service/routes/episodes.py), Client and
+"""Episodic memory through every surface: the HTTP routes (service/routes/episodes.py), Client and
 AsyncClient, the MCP tools and the proxy, opt-in per tenant (acme has it, globex does not); erasure through the API
 leaves no byte on SQLite and no row on PostgreSQL."""
 from __future__ import annotations

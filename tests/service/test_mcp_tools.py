@@ -1,5 +1,5 @@
-"""The MCP server's consent and erasure tools (opt_out, opt_in, export, forget; issue 21), its version, its frame
-checker on hostile input and token revocation across processes (issue 22)."""
+"""The MCP server's consent and erasure tools (opt_out, opt_in, export, forget), its version, its frame
+checker on hostile input and token revocation across processes."""
 from __future__ import annotations
 
 import json

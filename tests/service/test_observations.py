@@ -1,4 +1,4 @@
-"""Polarity and observations over HTTP (issue #18): a dislike is answered as data and worded as a dislike; a one-off
+"""Polarity and observations over HTTP: a dislike is answered as data and worded as a dislike; a one-off
 choice is an observation the user lists, confirms (it becomes a preference) or dismisses (erased)."""
 from __future__ import annotations
 

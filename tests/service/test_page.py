@@ -196,6 +196,23 @@ def test_dislikes_avoidances_and_labels_read_as_meant(memory, server, browser, t
     _shot(browser, tmp_path, "page-polarity.png")
 
 
+def test_an_edited_value_is_marked_and_its_sentence_read_as_the_earlier_one(memory, server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    _say(memory, "acme:alice", "c1", "I love Italian food.", "Please play some Jazz.")
+    food = next(p for p in memory.preferences("acme:alice") if p.attribute == "Italian")
+    memory.update("acme:alice", food.id, attribute="Mexican")
+    browser.get(_page_link(server, "alice"))
+    _wait(lambda: len(_rows(browser)) == 2, "two preferences listed")
+    row = {r.get_attribute("data-id"): r for r in _rows(browser)}
+    edited, other = row.pop(food.id), next(iter(row.values()))
+    assert edited.find_element(By.CSS_SELECTOR, "td.attribute").text == "Mexican edited"
+    assert edited.find_element(By.CSS_SELECTOR, "td.sentence").text.startswith("before your edit: ")
+    assert not other.find_elements(By.CSS_SELECTOR, "span.edited")
+    assert not other.find_element(By.CSS_SELECTOR, "td.sentence").text.startswith("before")
+    _shot(browser, tmp_path, "page-edited.png")
+
+
 def _observed(d):
     from selenium.webdriver.common.by import By
 

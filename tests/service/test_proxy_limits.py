@@ -1,6 +1,6 @@
-"""The proxy under abuse (issue 22): the API's content and size limits, a depth-bounded JSON parser, rate limits per
+"""The proxy under abuse: the API's content and size limits, a depth-bounded JSON parser, rate limits per
 tenant, per user token and per client address for failed authentication, OpenAI-shaped errors for all of them; and
-what it sends upstream (issue 21): no end-user id unless configured, the model list passed through."""
+what it sends upstream: no end-user id unless configured, the model list passed through."""
 from __future__ import annotations
 
 import json

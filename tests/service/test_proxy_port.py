@@ -1,4 +1,4 @@
-"""`boundmem proxy` on a taken port (#21, as `serve`): one clear error, exit 1 (README's "serve failed"), before the
+"""`boundmem proxy` on a taken port (as `serve`): one clear error, exit 1 (README's "serve failed"), before the
 models load or the proxy is announced; not uvicorn's exit 3."""
 from __future__ import annotations
 

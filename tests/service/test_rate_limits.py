@@ -1,5 +1,5 @@
 """The API's rate limits per user token (inside its tenant's) and per client address for failed authentication, and
-its depth-bounded JSON (issue 22). The proxy shares the code (service.deps.authenticate); tests/service/
+its depth-bounded JSON. The proxy shares the code (service.deps.authenticate); tests/service/
 test_proxy_limits.py checks it there."""
 from __future__ import annotations
 

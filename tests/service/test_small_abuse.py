@@ -1,4 +1,4 @@
-"""The smaller findings of issue 22's probe, each reproduced: keys that can never authenticate, loosely typed token
+"""The smaller findings of the probes, each reproduced: keys that can never authenticate, loosely typed token
 lifetimes, credentials and user ids in the logs, Retry-After per route, the tenant namespace in a job's error."""
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def test_a_credential_in_the_query_string_never_reaches_the_access_log():
 
 
 def test_the_error_log_pseudonymises_user_ids_like_the_access_log(memory, caplog):
-    """Issue 22: the access log showed pseudonyms, the error log raw ids (paths and the store's 'tenant:user')."""
+    """the access log showed pseudonyms, the error log raw ids (paths and the store's 'tenant:user')."""
     from boundmem.service import accesslog
 
     f = accesslog.install()
@@ -74,7 +74,7 @@ def test_the_error_log_pseudonymises_user_ids_like_the_access_log(memory, caplog
 
 
 def test_retry_after_is_the_same_on_every_route_for_the_same_busy_store(tmp_path, schema):
-    """Issue 22: 5 s on the synchronous routes (the store's hint), 2 s where SQLite itself said "locked"."""
+    """5 s on the synchronous routes (the store's hint), 2 s where SQLite itself said "locked"."""
     from boundmem.embed import HashEmbedder
     from boundmem.extract.keyword import KeywordExtractor
     from boundmem.maintain.rules import RuleMaintainer
@@ -115,3 +115,17 @@ def test_a_failed_jobs_error_never_shows_the_tenant_namespace(memory, monkeypatc
         memory.jobs.wait(job["id"])
         r = c.get(job["url"], headers=auth(KEY_A)).json()
     assert r["status"] == "failed" and "'alice'" in r["error"] and "acme" not in r["error"]
+
+
+def test_a_write_to_a_server_on_a_read_replica_is_a_503_naming_it(memory, monkeypatch):
+    """A server pointed at a streaming replica answers reads; a write is refused in words, not a 500."""
+    from boundmem.store.postgres import ReadOnlyReplica
+
+    def refuse(*_a, **_k):
+        raise ReadOnlyReplica("the store is a streaming replica (hot standby): it serves reads only")
+
+    monkeypatch.setattr(memory, "add", refuse)
+    with TestClient(create_app(memory, KEYS)) as c:
+        r = c.post("/v1/users/alice/conversations", json=conversation("c0", "I love Italian food."), headers=auth(KEY_A))
+        assert r.status_code == 503 and r.json()["code"] == "read_only_replica", r.text
+        assert c.get("/v1/users/alice/preferences", headers=auth(KEY_A)).status_code == 200

@@ -1,4 +1,4 @@
-"""An upstream that answers 200 with garbage (issue 22: an embedding endpoint's HTML page was a 500 with
+"""An upstream that answers 200 with garbage (an embedding endpoint's HTML page was a 500 with
 AttributeError, an LLM's undecodable bytes a 500 with UnicodeDecodeError): the documented 502 naming the upstream,
 nothing stored, and the clients raise their UpstreamError branch."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The audit log is tamper-evident (issue 11): per-user sequence numbers, each entry chained to the previous one's
+"""The audit log is tamper-evident: per-user sequence numbers, each entry chained to the previous one's
 hash over its metadata and its content's salted hash, so erasing payloads keeps the chain verifiable while an
 edited, removed or reordered row in the raw database is found and named. Runs on SQLite and PostgreSQL.
 """

@@ -1,4 +1,4 @@
-"""Erasure holds on disk (issue 11): for every erasure route, a unique marker written into the memory is found in
+"""Erasure holds on disk: for every erasure route, a unique marker written into the memory is found in
 the raw bytes of the SQLite files beforehand and nowhere (.db, -wal, -shm) afterwards; after forget, neither is the
 user id. Another connection stays open meanwhile (as an API server's worker threads would), so a clean close does
 not delete the WAL for us: what is checked is what the store itself leaves behind.
@@ -215,7 +215,7 @@ def test_a_crash_between_the_erasure_and_the_wal_wipe_is_repaired_when_the_store
     s.close()
 
 
-# --- observations (issue 18): every erasure route covers them too ----------------------------
+# --- observations: every erasure route covers them too ----------------------------
 GENRE = CategoryPath(main="entertainment_and_media", sub="music", detail="favorite_genres")
 
 
@@ -293,7 +293,7 @@ def test_forget_leaves_no_trace_of_observations_or_the_user_id(observed, marker)
     assert_gone(db, mem, marker, user)
 
 
-# --- episodic memory (issue 20): every erasure route covers episodes too ------------------------------
+# --- episodic memory: every erasure route covers episodes too ------------------------------
 FOOD_TAG, TRIP_TAG = "Preferences/Food/restaurant", "Activities/Travel/trip"
 
 

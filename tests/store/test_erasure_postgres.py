@@ -1,4 +1,4 @@
-"""What PostgreSQL can be made to promise about erasure (issue 11; the README says what it cannot): no row of any
+"""What PostgreSQL can be made to promise about erasure (the README says what it cannot): no row of any
 boundmem table holds erased content or a forgotten user's id, the touched tables are VACUUMed right after, and with
 vacuum="full" no live table or index file holds an erased byte."""
 from __future__ import annotations
@@ -142,7 +142,7 @@ def test_vacuum_full_leaves_no_erased_byte_in_the_table_files(pg_url, marker):
 
 
 def test_vacuum_full_after_forget_leaves_no_byte_of_a_queued_or_finished_job(pg_url, marker):
-    """Issue 22: an async job's conversation survived forget + VACUUM FULL in the jobs table's file (the jobs table
+    """an async job's conversation survived forget + VACUUM FULL in the jobs table's file (the jobs table
     was not vacuumed). Memory.forget drops the user's jobs, the store's erasure then vacuums the queue too."""
     from boundmem.jobs import JobQueue
     from boundmem.models import Conversation, Turn
@@ -201,7 +201,7 @@ def test_deleting_and_opting_out_of_episodes_leave_no_row_with_their_content(pg_
 
 
 def test_erasure_through_the_api_leaves_no_row_on_postgres(pg_url, schema, cue_extractor):
-    """Issue 20: episodes erased through the HTTP API (an opt-out purge, then forget) leave no row holding them."""
+    """episodes erased through the HTTP API (an opt-out purge, then forget) leave no row holding them."""
     from fastapi.testclient import TestClient
 
     from boundmem.service.app import create_app

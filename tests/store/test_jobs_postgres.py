@@ -63,7 +63,7 @@ def test_a_lost_lease_rolls_back_on_postgres(pg_url, schema):
 
 
 def test_the_worker_stops_when_its_store_is_closed(pg_url, schema, caplog):
-    """Issue 22: a closed PostgreSQL store's job worker kept polling and logging a traceback every half second."""
+    """a closed PostgreSQL store's job worker kept polling and logging a traceback every half second."""
     import logging
 
     m = memory(pg_url, schema)
@@ -77,7 +77,7 @@ def test_the_worker_stops_when_its_store_is_closed(pg_url, schema, caplog):
 
 
 def test_a_libpq_connection_string_opens_postgresql_not_a_sqlite_file(pg_url, tmp_path, monkeypatch):
-    """Issue 22: `--db "host=... dbname=..."` silently created a SQLite file named after the string."""
+    """`--db "host=... dbname=..."` silently created a SQLite file named after the string."""
     import psycopg
 
     from boundmem.config import Settings

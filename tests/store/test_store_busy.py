@@ -1,5 +1,5 @@
 """A write lock held by someone else is answered within seconds with StoreBusy (and a retry-after hint), not by a
-60 s wait and a bare error (issue 11)."""
+60 s wait and a bare error."""
 from __future__ import annotations
 
 import subprocess

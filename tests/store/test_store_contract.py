@@ -430,7 +430,7 @@ def test_forget_erases_content_and_records_the_erasure(store):
 
 
 def test_a_recycled_user_id_never_sees_the_forgotten_users_audit_trail(store):
-    """Issue 22: the chain was keyed by the id's pseudonym alone, so a new "e1" exported the old e1's entries."""
+    """the chain was keyed by the id's pseudonym alone, so a new "e1" exported the old e1's entries."""
     add(store, "e1", MUSIC, "Zanzibar-jazz")
     store.opt_out("e1", "entertainment/podcast", cause="opt-out")
     store.forget("e1", cause="forget")
@@ -505,7 +505,7 @@ def test_connections_of_ended_threads_are_released(store):
     assert store.users() == ["main"] + [f"t{n}" for n in range(6)]
 
 
-# --- polarity and observations (issue 18) ---------------------------------------------------
+# --- polarity and observations ---------------------------------------------------
 def raw_sql(store, statements):
     """Run statements on the store's database behind its back (to build a file from an older version)."""
     if hasattr(store, "path"):

@@ -1,4 +1,4 @@
-"""kill -9 of a writer process leaves a consistent SQLite store.
+"""Kill -9 of a writer process leaves a consistent SQLite store.
 
 Every committed ingest is complete (all its preferences and audit rows), an interrupted one
 left nothing behind, PRAGMA integrity_check passes, and the file accepts writes again at once.

@@ -21,7 +21,7 @@ SCHEMA_FILES = {
 }
 KINDS = {"lasting", "terse_answer", "negation", "real_names", "multi", "buried", "correction", "hedge",
          "other_people", "oneoff_lasting", "oneoff_command", "question", "chitchat", "out_of_schema", "non_english",
-         "indifferent", "carmem", "spc", "slurp"}
+         "indifferent", "instruction", "carmem", "spc", "slurp"}
 POLARITY = {"like", "dislike", "indifferent"}
 EVIDENCE = {"stated", "observed", "none"}
 HOLDER = {"self", "other"}

@@ -57,7 +57,7 @@ class CAIMParts:
 
 
 # The knobs per embedder. MiniLM: chosen by 5-fold leave-users-out cross-validation on GVD's 10 gold users
-# (`boundmem bench gvd --cv`, see README "GVD"): CV_CHOICE_NOTE says which run. The hashing embedder (tests and
+# (`boundmem bench gvd --cv`, see docs/benchmarks): CV_CHOICE_NOTE says which run. The hashing embedder (tests and
 # harness checks only) shares only literal words, so its cosines are small; its values are set by hand, not tuned.
 DEFAULT_PARAMS = {
     "minilm": RetrievalParams(pool=40, tag_bonus=0.06, date_bonus=0.45, cutoff=0.25, near=0.45, source_weight=1.0,

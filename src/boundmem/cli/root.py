@@ -16,7 +16,7 @@ from rich.table import Table
 from .options import DB, EMBEDDER, EXTRACTOR, MAINTAINER, SCHEMA, ErrorExitGroup, cli_choice, cli_settings
 from ..conversation import read_conversations
 from ..errors import InputError, NotFoundError, UpstreamError, exit_code
-from ..schema.display import category_labels, choice, statement
+from ..schema.display import category_labels, category_text, choice, reads, value_label
 from ..models import Polarity
 from ..schema.load import builtin_schema, dump_yaml, load_schema
 from .options import cli_user_id as _user_id  # the one user-id rule, as on the API and MCP
@@ -222,14 +222,8 @@ def _store(db: str):
     return open_store(db, cli_settings())
 
 
-def _label(schema, path) -> str:
-    """Sub > detail category, as people read them (a preference from another schema version still gets shown)."""
-    return " > ".join(category_labels(schema, path)[1:])
-
-
-def _reads(schema, p) -> str:
-    """The value as a user reads it, with its polarity ("Dislikes: Jazz", "Avoids: Highways")."""
-    return statement(category_labels(schema, p.path)[-1], p.attribute, p.polarity)
+_label = category_text   # sub > detail in labels (a preference from another schema version still gets shown)
+_reads = reads           # the value with its polarity ("Dislikes: Jazz", "Avoids: Highways") and the schema's label
 
 
 def _print_prefs(prefs, title: str, schema=None):
@@ -248,7 +242,8 @@ def _print_observations(obs, title: str, schema) -> None:
     for col in ("id", "category", "choice", "said", "conversation", "noticed"):
         t.add_column(col, overflow="fold")
     for o in obs:
-        t.add_row(o.id[:8], _label(schema, o.path), choice(category_labels(schema, o.path)[-1], o.attribute, o.polarity),
+        t.add_row(o.id[:8], _label(schema, o.path),
+                  choice(category_labels(schema, o.path)[-1], value_label(schema, o.path, o.attribute), o.polarity),
                   o.sentence, o.conversation_id or "", o.created_at.strftime("%Y-%m-%d %H:%M"))
     console.print(t)
 
@@ -451,6 +446,7 @@ def demo(db: str = typer.Option("boundmem-demo.db", "--db"), user: str = typer.O
          utterance: str = typer.Option("I'm hungry, where should we stop for lunch?", "--ask")):
     """Ingest a few in-car conversations on the embedded defaults, show what was kept and why, then recall."""
     from ..conversation import render
+    from ..demo.wording import decision_text, recall_text
 
     mem = _memory(db, None, embedder="minilm")   # the embedded defaults, whatever BOUNDMEM_EMBEDDER says
     if mem.store.has_user(user):   # a fresh demo on every run
@@ -461,12 +457,12 @@ def demo(db: str = typer.Option("boundmem-demo.db", "--db"), user: str = typer.O
     for c in convs:
         console.rule(f"conversation {c.id}")
         console.print(render(c), soft_wrap=True, markup=False)
+        held = mem.preferences(user)
         r = mem.add(c, user)
         if not r.decisions:
             console.print("[dim]-> nothing worth remembering[/dim]")
         for d in r.decisions:
-            console.print(f"[green]-> {d.action}[/green] {d.candidate.path} = {d.candidate.attribute!r}",
-                          soft_wrap=True)
+            console.print(f"[green]->[/green] {decision_text(mem.schema, d, held)}", soft_wrap=True, highlight=False)
     console.rule("stored")
     prefs = mem.preferences(user)
     if console.is_terminal and console.width >= 120:
@@ -474,9 +470,7 @@ def demo(db: str = typer.Option("boundmem-demo.db", "--db"), user: str = typer.O
     else:  # piped or narrow: one block per preference, never a table folded into 9-character columns
         _print_pref_blocks(prefs, f"what boundmem holds about {user}", mem.schema)
     console.rule(f"recall: {utterance!r}")
-    for h in mem.recall(utterance, user, k=None):
-        console.print(f"{h.score:.3f}  {_label(mem.schema, h.preference.path)}: {_reads(mem.schema, h.preference)!r}"
-                      f"  <- \"{h.preference.sentence}\"", soft_wrap=True, markup=False)
+    console.print(recall_text(mem.schema, mem.recall(utterance, user, k=None)), soft_wrap=True, markup=False)
 
 
 # --- sub-apps, each in its own module of this package ---------------------------------------------
@@ -508,6 +502,13 @@ def _mount(only: Optional[str] = None) -> None:
             continue
         sub = ep.load()
         app.add_typer(sub, name=name, help=(sub.info.help or None))
+
+
+def full_app() -> typer.Typer:
+    """The `boundmem` app with every sub-app mounted, as `boundmem --help` shows it: what the docs' CLI reference
+    is generated from."""
+    _mount()
+    return app
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ def _fail(msg: str) -> None:
 
 def _listen(host: str, port: int):
     """The listening socket, bound before anything is loaded or announced and handed to uvicorn, so a taken port
-    is one clear error (exit 1, README's "serve failed") instead of "serving ..." followed by uvicorn's exit 3."""
+    is one clear error (exit 1, the exit table in docs/reference/errors.md) instead of "serving ..." followed by uvicorn's exit 3."""
     import socket
 
     try:

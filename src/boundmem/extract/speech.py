@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 # py3langid among the languages a car's or a phone's users most often speak: over its 97 languages, lowercase spoken
 # English of a few words ("does peking garden deliver") reads as Nigerian Pidgin or Latin; among these it reads as
-# English (the notes of issue 19 have the comparison with the word list this replaced)
+# English
 LANGUAGES = ("en", "de", "fr", "es", "it", "pt", "nl", "zh", "ja", "ru", "tr", "pl", "sv", "ko", "ar", "hi")
 
 

@@ -131,7 +131,7 @@ class LLMClient:
 
     @classmethod
     def from_settings(cls, s: LLMSettings, **overrides: Any) -> "LLMClient":
-        """The client the settings describe (BOUNDMEM_LLM_*: config.py and README's settings table)."""
+        """The client the settings describe (BOUNDMEM_LLM_*: config.py and docs/reference/settings.md)."""
         kw: dict[str, Any] = dict(model=s.model, base_url=s.base_url, api_key=s.api_key.get_secret_value() if s.api_key else None,
                                   timeout=s.timeout, max_retries=s.max_retries, backoff_base=s.backoff,
                                   azure_endpoint=s.azure_endpoint, azure_api_version=s.azure_api_version,

@@ -1,6 +1,6 @@
 """Does a sentence *negate or revoke* a preference attribute, or affirm it?
 
-Maintenance no longer asks this: since issue 18 polarity is the extractor's data (`Candidate.polarity`),
+Maintenance no longer asks this: polarity is the extractor's data (`Candidate.polarity`),
 compared by the maintainers rather than judged again from the sentence. The model stays available for
 callers that only have a sentence and an attribute (and for its training recipe). Two detectors, same question:
 

@@ -236,12 +236,13 @@ class _Proxy:
             log.exception("recall failed; forwarding without memory")
             return []
 
-    def recall_episodes(self, ns: str, text: str) -> Optional[EpisodeRecall]:
-        """CAIM's controller and episodic recall, for a tenant that has episodic memory on (None otherwise)."""
+    def recall_episodes(self, ns: str, text: str, preferences_found: bool) -> Optional[EpisodeRecall]:
+        """Episodes by the same reading of the request as the preferences (`Memory.joint_episodes`), for a tenant
+        that has episodic memory on (None otherwise)."""
         try:
             mem = self.get_memory()
-            return (mem.episodic_memory.search(text, ns, self.k, gate=self.gate)
-                    if text.strip() and mem.episodic_on(ns) else None)
+            return (mem.joint_episodes(text, ns, self.k, preferences_found, gate=self.gate)
+                    if text.strip() else None)
         except Exception:  # noqa: BLE001 - no memory rather than no answer
             log.exception("episodic recall failed; forwarding without episodes")
             return None
@@ -266,10 +267,12 @@ class _Proxy:
     async def with_recalled(self, body: dict, ns: str, last_user: str) -> dict[str, str]:
         """Put what memory holds for the request into its messages; the headers that say what was put."""
         t0 = time.perf_counter()
-        # each kind passes its own gate; together at most k (memory.merge_recalls). On the event loop: as in the
+        # one reading of the request decides both kinds (retrieve/joint.py); together at most k
+        # (memory.merge_recalls). On the event loop: as in the
         # API's recall route, two thread-pool hops cost more on a busy machine than the recall they carry
         mem = await self.get_memory.get()
-        got = merge_recalls(self.recall(ns, last_user), self.recall_episodes(ns, last_user), self.k)
+        prefs = self.recall(ns, last_user)
+        got = merge_recalls(prefs, self.recall_episodes(ns, last_user, bool(prefs)), self.k)
         hits, episodic = got.preferences, got.episodes
         if hits:
             body["messages"] = with_memory(body["messages"], memory_block(mem, hits, self.fmt))

@@ -23,7 +23,7 @@ integrations, the docs' examples) is built here, so that no stored word can end 
 Every escape is a JSON escape, so a program that parses a line gets the user's exact words back; a model reads the
 line as quoted text. What this does not do: decide whether a stored sentence is worth showing (the recall gate does),
 or keep the model from being persuaded by the *meaning* of quoted words, which the preamble addresses and no escaping
-can (see README, "Memory in a prompt").
+can (docs/guides/proxy.md, "Memory in a prompt").
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..errors import ConfigError
-from ..schema.display import category_labels, statement
+from ..schema.display import category_labels, statement, value_label
 
 OPEN = "<<<remembered-data>>>"
 CLOSE = "<<<end-of-remembered-data>>>"
@@ -118,7 +118,8 @@ class MemoryFormat:
             p = getattr(h, "preference", h)
             _, sub, detail = category_labels(schema, p.path)
             lines.append(data_line({"category": f"{sub} / {detail}",
-                                    "memory": statement(detail, p.attribute, p.polarity),
+                                    "memory": statement(detail, value_label(schema, p.path, p.attribute),
+                                                        p.polarity),
                                     "they_said": p.sentence}))
         return self.block(self.preamble, lines) if lines else ""
 

@@ -13,10 +13,17 @@ the request and of the hit, and kept when its probability reaches the model's th
   its name, description and example phrasings) and how far that is from the best category, the similarity to the
   subcategory's prototype, whether the request names the category's domain ("music", "parking").
 
-The rules are injected (`cues`; `Memory` passes CAIM's request rules), so this module knows no rule text. The model
-is package data (`data/recall_gate.json`) written by `boundmem_bench.train.recall_gate` from request sets written
-for it, with held-out users and requests it never saw; every feature is relative to the schema, so a schema the
-model was not trained on (an operator's own) is read the same way. Passing hits are ordered by probability, which is
+The rules are injected (`cues`; `Memory` passes CAIM's request rules), so this module knows no rule text. Two
+models are package data, written by `boundmem_bench.train.recall_gate` from request sets written for them, with
+held-out users, requests and schemas they never saw: `data/recall_gate.json`, calibrated on the in-car and smart-home
+schemas' own requests (it adds a request model and per-subcategory centroids of those requests), and
+`data/recall_gate_transfer.json` for any other schema (an operator's own): its features read only the schema's own
+texts (names, descriptions, values, `applies_to`) and the user's stored items, and its threshold comes from
+leave-one-schema-out scores, so it holds on a schema it was not calibrated on. `GateModel.for_schema` picks.
+
+Around the model, two rules: a command that names its own value ("play Metallica") gets only a stored item that
+constrains that value (`own_value.py`), and a request of a kind a category's `applies_to` names ("take me to the
+airport": routing) also gets that category's items (`implied.py`). Passing hits are ordered by probability, which is
 also what puts "Favorite genres" before "Favorite podcast shows" for "put on some music": `k` is only a cap.
 """
 from __future__ import annotations
@@ -32,35 +39,21 @@ import numpy as np
 
 from ..errors import ConfigError
 from .category_index import CategoryIndex
+from .cues import EXPLICIT, NUMBER, CueReader, RequestCues, no_cues
+from .implied import ImpliedNeeds
+from .own_value import OwnValueRule
 from ..models import Preference, RecallHit
 from ..schema.model import Schema
 
 FEATURES = (
     "cosine", "margin_next", "gap_top", "is_top", "category", "category_gap", "category_best_held", "subcategory",
     "asks_for", "asks_for_gap", "domain_named", "value_named", "request", "about_self", "explicit", "number", "length",
-    "need", "learned", "learned_gap", "need_specified",
+    "need", "learned", "learned_gap", "need_specified", "asks_best_held", "dislike",
 )
 # what a request about a category sounds like, for any schema ("find me restaurant", "adjust climate control")
 ASK_FRAMES = ("{}", "I want {}", "find me {}", "recommend {}", "adjust the {}", "play {}", "set the {} I like")
 BUNDLED = "recall_gate.json"
-
-
-@dataclass(frozen=True)
-class RequestCues:
-    """What the request rules read in a request: `request` (the cue of a request for advice, a recommendation or a
-    task), `about_self` (a question about the user's own preferences or past), `small_talk` (only greetings, thanks,
-    acknowledgements)."""
-
-    small_talk: bool = False
-    request: Optional[str] = None
-    about_self: Optional[str] = None
-
-
-CueReader = Callable[[str], RequestCues]
-
-
-def no_cues(text: str) -> RequestCues:
-    return RequestCues()
+BUNDLED_TRANSFER = "recall_gate_transfer.json"
 
 
 @dataclass(frozen=True)
@@ -123,9 +116,26 @@ class GateModel:
         return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")), str(path))
 
     @classmethod
-    def bundled(cls) -> "GateModel":
-        text = resources.files("boundmem.retrieve").joinpath("data", BUNDLED).read_text(encoding="utf-8")
-        return cls.from_json(json.loads(text), f"boundmem/retrieve/data/{BUNDLED}")
+    def bundled(cls, name: str = BUNDLED) -> "GateModel":
+        text = resources.files("boundmem.retrieve").joinpath("data", name).read_text(encoding="utf-8")
+        return cls.from_json(json.loads(text), f"boundmem/retrieve/data/{name}")
+
+    def knows(self, schema: Schema) -> bool:
+        """Whether this model was calibrated on requests of `schema` itself: it holds centroids for the schema's
+        name, each of a subcategory the schema has (an operator's schema that only shares the name is not known)."""
+        cents = self.centroids.get(schema.name)
+        if not cents:
+            return False
+        subs = {f"{r.path.main}/{r.path.sub}" for r in schema.details()}
+        return set(cents) <= subs
+
+    @classmethod
+    def for_schema(cls, schema: Schema) -> "GateModel":
+        """The bundled model calibrated on this schema's own requests where there is one (in-car, smart home);
+        for any other schema the one whose features read only the schema's texts and the user's items, calibrated
+        with whole schemas held out, so its threshold holds on a schema it never saw."""
+        own = cls.bundled()
+        return own if own.knows(schema) else cls.bundled(BUNDLED_TRANSFER)
 
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -134,19 +144,6 @@ _GENERIC = frozenset("""a an and at being e f for general in interest of on or o
 preferred favorite favourite specific the to type types while when with willingness need price sensitivity priority
 tolerance desired range settings setting vehicle comfort everyday public time direction method mode service source
 local extra pay paid level station""".split())
-_EXPLICIT = re.compile(r"^\W*(please |hey |ok(ay)? |now )?((can|could|would|will) you (please )?)?"
-                       r"(turn (on|off|up|down)|turn (the|my) \w+( \w+)? (on|off|up|down)|switch (on|off)|switch (the|my) "
-                       r"\w+( \w+)? (on|off)|open|close|lock|unlock|mute|unmute|stop|pause|resume|skip|cancel|call|ring|"
-                       r"phone|dial|text|message|email|navigate|take me (to|home)|drive (me )?(to|home)|directions to|"
-                       r"remind|wake me|set (an?|the|my) (alarm|timer|reminder)|increase|decrease|raise|lower|dim|brighten|darken|next|"
-                       r"previous|repeat|read|tell me (a|the|what|when|how)|what('s| is) the (time|date|weather)|volume|"
-                       r"(turn|set|switch|change|put|make) (the|my|all the) [\w ]{1,25}? (to|on|off)|"
-                       r"(play|put on) (some )?\w+ (music|radio)\b)\b",
-                       re.I)
-_NUMBER = re.compile(r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|"
-                     r"half|quarter)\b", re.I)
-
-
 def _stem(w: str) -> str:
     """A crude stem: the first four letters of a longer word ("routing", "route" -> "rout"; "parking" -> "park")."""
     return w[:4] if len(w) > 4 else w
@@ -171,6 +168,8 @@ class RecallGate:
         self._values = {p: [v.lower() for v in r.detail.attributes if len(v) > 2]
                         for p, r in zip(self.index.paths, self.index.refs)}
         self._asks: Optional[tuple[np.ndarray, np.ndarray]] = None
+        self.own_value = OwnValueRule(schema)
+        self.implied = ImpliedNeeds(schema)
 
     def _ask_scores(self, q: np.ndarray) -> np.ndarray:
         """Per detail category: the best cosine of the request to what a request about it sounds like (its own and
@@ -182,9 +181,11 @@ class RecallGate:
                     for f in ASK_FRAMES:
                         texts.append(f.format(name))
                         owner.append(i)
-                if r.sub.description:
-                    texts.append(r.sub.description)
-                    owner.append(i)
+                # the operator's own word for requests the category matters to, though they do not name it
+                for t in (r.sub.description, *r.sub.applies_to, *r.detail.applies_to):
+                    if t:
+                        texts.append(t)
+                        owner.append(i)
             E = self.embedder.embed(texts)
             owner_a = np.array(owner)
             self._asks = (E, owner_a)
@@ -206,7 +207,7 @@ class RecallGate:
     @property
     def model(self) -> GateModel:
         if self._model is None:
-            self._model = GateModel.bundled()
+            self._model = GateModel.for_schema(self.schema)
         return self._model
 
     def features(self, utterance: str, q: np.ndarray, hits: Sequence[tuple[Preference, float]],
@@ -229,6 +230,8 @@ class RecallGate:
         held = [self._col.get(str(p.path), -1) for p, _ in hits]
         held_cats = [cat[c] if c >= 0 else -1.0 for c in held]
         best_held = max(held_cats)
+        held_asks = [asks[c] if c >= 0 else -1.0 for c in held]
+        best_held_ask = max(held_asks)
         need = self.model.need(q) if need is None else need
         if learned is None:
             cents = self.model.centroids.get(self.schema.name, {})
@@ -238,8 +241,8 @@ class RecallGate:
         cos = [s for _, s in hits]
         request = 1.0 if cues.request else 0.0
         about_self = 1.0 if cues.about_self else 0.0
-        explicit = 1.0 if _EXPLICIT.search(text) else 0.0
-        number = 1.0 if _NUMBER.search(text) else 0.0
+        explicit = 1.0 if EXPLICIT.search(text) else 0.0
+        number = 1.0 if NUMBER.search(text) else 0.0
         length = min(len(text.split()), 30) / 10.0
         for i, (p, s) in enumerate(hits):
             path = str(p.path)
@@ -256,7 +259,8 @@ class RecallGate:
                     1.0 if words & self._domain.get(path, set()) else 0.0,
                     vn,
                     request, about_self, explicit, number, length, need, lv, lg,
-                    need * max(explicit, number, vn))
+                    need * max(explicit, number, vn), 1.0 if a >= best_held_ask else 0.0,
+                    1.0 if p.polarity == "dislike" else 0.0)
         return X
 
     def select(self, utterance: str, q: np.ndarray, hits: Sequence[tuple[Preference, float]],
@@ -268,14 +272,34 @@ class RecallGate:
             return []
         X = self.features(utterance, q, hits, cues)
         proba = self.model.probability(X[:, [FEATURES.index(f) for f in self.model.features]])
-        order = [i for i in np.argsort(-proba, kind="stable") if proba[i] >= self.model.threshold]
+        prefs = [p for p, _ in hits]
+        # a stored item that constrains a value a command names comes first, whatever the model says; a command
+        # naming its own value gets nothing else (own_value.py)
+        first = [i for i in np.argsort(-proba, kind="stable") if self.own_value.constrains(utterance, prefs[i])]
+        moot = self.own_value.drop(utterance, prefs, self._closest_subcategory(q))
+        # after what the model passes: an item whose category's applies_to names the request's kind (a route: the
+        # road-type avoidance; implied.py)
+        passed = [i for i in np.argsort(-proba, kind="stable")
+                  if proba[i] >= self.model.threshold and i not in moot and i not in first]
+        implied = [i for i in np.argsort(-proba, kind="stable") if i not in first and i not in moot
+                   and i not in passed and self.implied.applies(utterance, prefs[i])]
+        order = first + passed + implied
         if k is None and order:
             top = hits[order[0]][0].path
             order = [i for i in order if (hits[i][0].path.main, hits[i][0].path.sub) == (top.main, top.sub)]
         elif k is not None:
             order = order[:k]
         return [RecallHit(preference=hits[i][0], score=hits[i][1], relevance=round(float(proba[i]), 4),
-                          why=self._why(X[i], proba[i], cues)) for i in order]
+                          why=("constrains the value the request names; " if i in first
+                               else "the category applies to this kind of request; " if i in implied else "")
+                          + self._why(X[i], proba[i], cues)) for i in order]
+
+    def _closest_subcategory(self, q: np.ndarray) -> Optional[str]:
+        cat = self.index.category_scores(np.asarray(q, np.float32).reshape(1, -1))[0]
+        if not len(cat):
+            return None
+        path = self.index.refs[int(np.argmax(cat))].path
+        return f"{path.main}/{path.sub}"
 
     def _why(self, x: np.ndarray, p: float, cues: RequestCues) -> str:
         """The request rule that fired (if any) and the features that pushed this hit up most."""
@@ -304,4 +328,5 @@ _LABEL = {"cosine": "cosine", "margin_next": "margin to the next hit", "gap_top"
           "learned": "like requests of the category", "learned_gap": "the category such requests need most",
           "need_specified": "needed, though the request says what it wants",
           "domain_named": "names the category's domain", "value_named": "names a value of the category",
-          "explicit": "explicit command", "number": "names a number", "length": "length"}
+          "explicit": "explicit command", "number": "names a number", "length": "length",
+          "asks_best_held": "the held category asked for most", "dislike": "a dislike"}

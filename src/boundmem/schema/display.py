@@ -65,6 +65,27 @@ def choice(label: str, attribute: str, polarity: str) -> str:
     return f"{_CHOICE[is_avoidance(label)].get(polarity, 'you chose')} {attribute}"
 
 
+def value_label(schema: _Resolves, path: object, attribute: str) -> str:
+    """A held value as an end user reads it: the detail category's `value_labels` entry for it (a listed value's typo
+    fixed for people, with the stored rows untouched), else the value itself."""
+    try:
+        labels = schema.resolve(path).detail.value_labels
+    except KeyError:   # UnknownCategoryError: stored under another version of the schema
+        return attribute
+    return labels.get(attribute, attribute)
+
+
+def reads(schema: _Resolves, held: Any) -> str:
+    """A held preference's value as an end user reads it beside its category: "Italian", "Dislikes: Jazz", "21 °C"."""
+    return statement(category_labels(schema, held.path)[-1], value_label(schema, held.path, held.attribute),
+                     held.polarity)
+
+
+def category_text(schema: _Resolves, path: object) -> str:
+    """Sub > detail category in labels, as people read them ("Restaurant > Favorite Cuisine")."""
+    return " > ".join(category_labels(schema, path)[1:])
+
+
 def category_labels(schema: _Resolves, path: object) -> tuple[str, str, str]:
     """The labels of a stored value's category: (main, sub, detail). A path the schema no longer holds (stored
     under another version of it) is still shown, by its keys."""

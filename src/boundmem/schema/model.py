@@ -24,6 +24,11 @@ def slug(name: str) -> str:
     return s or "_"
 
 
+APPLIES_TO = ("Kinds of request the category's preferences matter to although the request does not name the category "
+              "(a road-type avoidance applies to routing, a diet to food). A kind the recall gate knows (routing, food, "
+              "lodging, shopping, travel: retrieve/implied.py) recalls a held item of the category for every request of "
+              "that kind; any other entry is a phrase the gate reads a request close to as asking about the category. "
+              "Optional.")
 LABEL = ("What an end user reads for the category (the transparency page, the CLI): the name itself is written for "
          "the extractor. Unset: the name with its parenthetical notes dropped (`display.clean_label`).")
 
@@ -37,7 +42,12 @@ class DetailCategory(BaseModel):
     multiple: bool = Field(description="True if several preferences may be held at once (MP), False if only one (MNP).")
     description: str = ""
     attributes: tuple[str, ...] = ()
+    value_labels: dict[str, str] = Field(default_factory=dict, description=(
+        "What an end user reads for a value, where the value itself (as stored, and as the extractor matches it) "
+        "reads badly: {'22 degree Celcius': '22 °C'}. Wording only: stored rows keep the value, so fixing a typo "
+        "here needs no migration (the schema's fingerprint leaves it out)."))
     examples: tuple[str, ...] = ()
+    applies_to: tuple[str, ...] = Field((), description=APPLIES_TO)
     values: Optional[Literal["open", "closed"]] = Field(None, description=(
         "closed: a value is one of `attributes` (price range, Yes/No, Low/Medium/High); open: `attributes` are "
         "examples and a value is the user's own words (songs, artists, chains, stations, cuisines). Unset: closed when "
@@ -52,6 +62,18 @@ class DetailCategory(BaseModel):
             if not data.get("label"):
                 data = {**data, "label": clean_label(str(data["name"]))}
         return data
+
+    def __hash__(self) -> int:
+        """Frozen categories are dictionary keys (the LLM extractor caches by schema); `value_labels` is a dict, the
+        YAML's own shape, so it is hashed as its items."""
+        return hash(tuple((k, tuple(sorted(v.items())) if isinstance(v, dict) else v) for k, v in self.__dict__.items()))
+
+    @model_validator(mode="after")
+    def _labels_name_listed_values(self):
+        stray = sorted(set(self.value_labels) - set(self.attributes))
+        if stray:
+            raise ValueError(f"value_labels of {self.name!r} name values it does not list in attributes: {stray}")
+        return self
 
     @property
     def value_kind(self) -> Literal["open", "closed"]:
@@ -70,6 +92,7 @@ class SubCategory(BaseModel):
     key: str = ""
     label: str = Field("", description=LABEL)
     description: str = ""
+    applies_to: tuple[str, ...] = Field((), description=APPLIES_TO)
     details: tuple[DetailCategory, ...]
 
     _default_key = model_validator(mode="before")(DetailCategory._default_key.__func__)

@@ -3,7 +3,7 @@ shape (`api_models.ErrorOut`: code, message, detail, and the limit that was hit)
 a new concrete error needs no handler of its own.
 
     InputError 422 · LimitError 413 (its own status if it has one) · NotFoundError 404 · ConflictError 409 ·
-    UpstreamError 502 · StoreError 503 + Retry-After when busy, else 500 · ConfigError and the rest 500
+    UpstreamError 502 · StoreError 503 + Retry-After when busy, 503 on a read-only replica, else 500 · ConfigError and the rest 500
 
 Messages never show the store's namespaced user id (the caller's own id replaces it) nor an upstream's address.
 """
@@ -114,6 +114,10 @@ async def _store(request: Request, exc: Exception) -> JSONResponse:
         wait = retry_after(exc)
         return _json(503, "store_busy", f"the store is busy with another writer; nothing was changed, retry in "
                                         f"{wait} s", headers={"Retry-After": str(wait)})
+    if getattr(exc, "code", None) == "read_only_replica":
+        # a server whose BOUNDMEM_DB points at a streaming replica serves reads; writes belong to the primary
+        return _json(503, "read_only_replica", "this server reads from a replica of the store; send writes to the "
+                                               "server on the primary")
     log.error("store error on %s %s", request.method, request.url.path, exc_info=exc)
     return _json(500, "internal_error", "internal error")
 

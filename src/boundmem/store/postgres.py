@@ -7,6 +7,9 @@ Design choices (why, not what):
   store, recorded in `meta` by the first vector ever written and enforced on every later write and
   recall (EmbeddingDimensionError naming both dimensions): a switched embedder fails at its first write
   instead of leaving the users written before it unable to recall.
+- A search reads one row, the user's block (postgres_blocks: why), not the user's rows of `preferences`, which a
+  heap table scatters over the pages in the order they arrived; every write of a user rewrites the block in its
+  transaction, so recall latency does not depend on how the table was filled nor needs a CLUSTER.
 - No ANN index: an ivfflat/hnsw index needs a fixed dimension and, combined with a per-user
   filter, pgvector applies the filter *after* the approximate scan, which loses recall. A user
   holds tens to hundreds of preferences, so an exact scan of the rows found through the indexed
@@ -22,7 +25,7 @@ Design choices (why, not what):
   Entries are kept under the user's pseudonym and hash-chained per user (see sql_tx.AuditKeys).
 - Erasure: after each one the touched tables are VACUUMed (dead tuples pruned now, not whenever
   autovacuum runs; `vacuum="full"` rewrites them so no live data file keeps an erased byte). PostgreSQL
-  gives no way to make its WAL, archives or replicas forget; the README says what is and is not promised.
+  gives no way to make its WAL, archives or replicas forget; docs/guides/privacy.md says what is and is not promised.
 - A writer that waits more than `lock_timeout` seconds for a user's lock, or `pool_timeout` for a
   connection, gets StoreBusy (with a retry-after hint) instead of waiting on.
 - Tables use plain names (users, preferences, observations, opt_outs, audit) like the SQLite file; give
@@ -41,10 +44,11 @@ import numpy as np
 from ..errors import ConfigError, NotFoundError, StoreError
 from ..models import AuditEntry, Observation, Preference, UserExport, utcnow
 from .base import AuditCheck, StoreBusy, StoreClosed, unit
+from .postgres_blocks import BLOCKS_DDL, SEARCH_FROM, rebuild_blocks, refresh_block
 from .sql_episodes import EpisodeReads
 from .sql_jobs import POSTGRES_JOBS_DDL, JobRows
-from .sql_tx import (AUDIT_COLS, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch, load_keys,
-                     migrate_legacy, POLARITY_MIGRATION, row_to_obs, row_to_pref, stack, verify_log)
+from .sql_tx import (AUDIT_COLS, AuditKeys, Dialect, SingleWrites, SqlTx, audit_entry, chain_subject, dim_mismatch,
+                     load_keys, migrate_legacy, POLARITY_MIGRATION, row_to_obs, row_to_pref, stack, verify_log)
 
 try:
     import psycopg
@@ -127,7 +131,8 @@ _LEGACY = [
 # Distributable by user (Citus: create_distributed_table(table, key)): every primary key and unique constraint of a
 # table holding user data includes the table's user key, which the database requires of a distributed table.
 # Files made before this had keys on id / seq alone; `_keys_by_user` rewrites them once, on open.
-DISTRIBUTION_KEYS = {"users": "id", "preferences": "user_id", "observations": "user_id", "episodes": "user_id",
+DISTRIBUTION_KEYS = {"users": "id", "preferences": "user_id", "preference_blocks": "user_id",
+                     "observations": "user_id", "episodes": "user_id",
                      "opt_outs": "subject", "episode_opt_outs": "subject", "audit": "subject"}
 _PRIMARY_KEYS = {"preferences": ("user_id", "id"), "observations": ("user_id", "id"), "episodes": ("user_id", "id"),
                  "audit": ("subject", "useq")}
@@ -155,7 +160,8 @@ def _keys_by_user(con) -> None:
 
 
 # vacuumed after an erasure, so the erased rows' dead tuples are removed from the tables' pages
-_ERASED_TABLES = "preferences, observations, episodes, audit, users, jobs"  # jobs: a forgotten user's queued words
+# (jobs: a forgotten user's queued words; preference_blocks: the copy recall reads)
+_ERASED_TABLES = "preferences, preference_blocks, observations, episodes, audit, users, jobs"
 
 _COLS = "id, user_id, main, sub, detail, attribute, sentence, conversation_id, created_at, updated_at, polarity"
 _ORDER = "ORDER BY created_at, seq"
@@ -183,8 +189,26 @@ _NOT_OPTED_OUT = ("NOT (main = ANY(%s) OR (main || '/' || sub) = ANY(%s) "
                   "OR (main || '/' || sub || '/' || detail) = ANY(%s))")
 
 
+def _replica_keys(con, url: str) -> AuditKeys:
+    """The audit keys of a database opened on a read-only replica: read as the primary wrote them, never created."""
+    try:
+        r = con.execute("SELECT value FROM meta WHERE key='audit_salt'").fetchone()
+    except psycopg.errors.UndefinedTable:
+        r = None
+    if r is None:
+        raise StoreError(f"{url} is a read-only replica whose primary has no boundmem tables yet: open the store on "
+                         "the primary once (it creates them), then point readers at the replica")
+    return AuditKeys(bytes.fromhex(r[0]))
+
+
 def _vec(row_value: Any) -> np.ndarray:
     return np.asarray(row_value.to_numpy() if hasattr(row_value, "to_numpy") else row_value, dtype=np.float32)
+
+
+class ReadOnlyReplica(StoreError):
+    """A write asked of a store opened on a streaming replica (a hot standby), which serves reads only."""
+
+    code = "read_only_replica"
 
 
 class PostgresStore(SingleWrites, EpisodeReads, JobRows):
@@ -218,33 +242,46 @@ class PostgresStore(SingleWrites, EpisodeReads, JobRows):
         self._vector_info: Optional[TypeInfo] = None
         con = psycopg.connect(self.url, autocommit=True, connect_timeout=self.connect_timeout)
         try:
-            with con.transaction():
-                # several processes may start at once; CREATE ... IF NOT EXISTS is not race-free
-                con.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_LOCK_NS,))
-                try:
-                    con.execute(_DDL[0])
-                except psycopg.Error as e:  # pragma: no cover - depends on the server
-                    raise StoreError(f"cannot enable pgvector (CREATE EXTENSION vector): {e}. Install pgvector on "
-                                     "the server, or have a superuser run CREATE EXTENSION vector in this database") from e
-                legacy = con.execute("SELECT 1 FROM information_schema.columns WHERE table_name='audit' "
-                                     "AND column_name='user_id' AND table_schema=current_schema()").fetchone()
-                cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE "
-                                                  "table_name='preferences' AND table_schema=current_schema()")}
-                for stmt in (_LEGACY if legacy else []) + _DDL[1:] + POSTGRES_JOBS_DDL:
-                    con.execute(stmt)
-                _keys_by_user(con)
-                if cols and "polarity" not in cols:  # written before polarity was data
-                    con.execute("ALTER TABLE preferences ADD COLUMN polarity text NOT NULL DEFAULT 'like'")
-                    con.execute(POLARITY_MIGRATION)
-                self.keys = load_keys(con, DIALECT)
-                if legacy:
-                    migrate_legacy(con, DIALECT, self.keys, "user_id")
+            # a hot standby (a streaming replica) serves reads only: no DDL, the keys read as the primary wrote them
+            self.replica = bool(con.execute("SELECT pg_is_in_recovery()").fetchone()[0])
+            if self.replica:
+                self.keys = _replica_keys(con, url)
+            else:
+                self._create(con)
             self._vector_info = TypeInfo.fetch(con, "vector")
         finally:
             con.close()
         if self._vector_info is None:  # pragma: no cover
             raise StoreError("type 'vector' not found after CREATE EXTENSION vector")
         self._pool: Optional[ConnectionPool] = self._new_pool()
+
+    def _create(self, con: "psycopg.Connection") -> None:
+        """The tables, triggers and keys, created or brought up to date once, whichever process starts first."""
+        with con.transaction():
+            # several processes may start at once; CREATE ... IF NOT EXISTS is not race-free
+            con.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_LOCK_NS,))
+            try:
+                con.execute(_DDL[0])
+            except psycopg.Error as e:  # pragma: no cover - depends on the server
+                raise StoreError(f"cannot enable pgvector (CREATE EXTENSION vector): {e}. Install pgvector on "
+                                 "the server, or have a superuser run CREATE EXTENSION vector in this database") from e
+            legacy = con.execute("SELECT 1 FROM information_schema.columns WHERE table_name='audit' "
+                                 "AND column_name='user_id' AND table_schema=current_schema()").fetchone()
+            cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE "
+                                              "table_name='preferences' AND table_schema=current_schema()")}
+            blocks = con.execute("SELECT to_regclass('preference_blocks')").fetchone()[0] is not None
+            # the blocks' DDL only once: SET STORAGE would lock the table against every search at each opening
+            for stmt in (_LEGACY if legacy else []) + _DDL[1:] + ([] if blocks else BLOCKS_DDL) + POSTGRES_JOBS_DDL:
+                con.execute(stmt)
+            _keys_by_user(con)
+            if cols and "polarity" not in cols:  # written before polarity was data
+                con.execute("ALTER TABLE preferences ADD COLUMN polarity text NOT NULL DEFAULT 'like'")
+                con.execute(POLARITY_MIGRATION)
+            self.keys = load_keys(con, DIALECT)
+            if legacy:
+                migrate_legacy(con, DIALECT, self.keys, "user_id")
+            if not blocks:  # a database written before the blocks: build them once from its rows
+                rebuild_blocks(con)
 
     # --- connections ----------------------------------------------------------------------
     def _configure(self, con: "psycopg.Connection") -> None:
@@ -326,8 +363,19 @@ class PostgresStore(SingleWrites, EpisodeReads, JobRows):
             finally:
                 self._local.con = None
 
-    def _locked(self, user: str):
-        return self._begin(lock_user=user)
+    def _writable(self) -> None:
+        if self.replica:
+            raise ReadOnlyReplica(f"{self.url} is a read-only replica: recall reads here, but ingest, edits, opt-outs "
+                                  "and forget go to the primary")
+
+    @contextmanager
+    def _locked(self, user: str) -> Iterator["psycopg.Connection"]:
+        """A write transaction of `user` (their lock held); it ends by rewriting the user's block, so a search never
+        sees a block that disagrees with the rows committed with it."""
+        self._writable()
+        with self._begin(lock_user=user) as con:
+            yield con
+            refresh_block(con, user)
 
     @contextmanager
     def transaction(self, user: str) -> Iterator[SqlTx]:
@@ -385,6 +433,7 @@ class PostgresStore(SingleWrites, EpisodeReads, JobRows):
         return r[0][0] if r else None
 
     def record_schema(self, record: str, replace: bool = False) -> str:
+        self._writable()
         with self._begin() as con:
             con.execute("INSERT INTO meta(key, value) VALUES ('schema', %s) ON CONFLICT (key) DO "
                         + ("UPDATE SET value=excluded.value" if replace else "NOTHING"), (record,))
@@ -401,8 +450,8 @@ class PostgresStore(SingleWrites, EpisodeReads, JobRows):
             opted = self.opt_outs(user)
             where, params = ("user_id=%s", (user,)) if not opted else \
                 (f"user_id=%s AND {_NOT_OPTED_OUT}", (user, opted, opted, opted))
-            rows = self._query(f"SELECT {_COLS}, embedding <#> %s AS d FROM preferences "
-                               f"WHERE {where} ORDER BY d, created_at, seq LIMIT %s", (q, *params, k))
+            rows = self._query(f"{SEARCH_FROM} WHERE b.{where} ORDER BY d, x.created_at, x.seq LIMIT %s",
+                               (q, *params, k))
         except psycopg.errors.DataException as e:
             if "dimensions" not in str(e):
                 raise
@@ -453,7 +502,7 @@ class PostgresStore(SingleWrites, EpisodeReads, JobRows):
         took, so their bytes stay in the table and index files until the space is reused. `vacuum="full"` rewrites
         the tables (VACUUM FULL: no erased byte left in any live data file, at the price of an exclusive lock on
         the tables while it runs); "off" leaves it to autovacuum. WAL segments, archives and replicas are beyond
-        any of these (see the README). Best effort: a role that may not VACUUM leaves it to autovacuum
+        any of these (docs/guides/privacy.md). Best effort: a role that may not VACUUM leaves it to autovacuum
         (last_vacuum_error says why)."""
         if self.vacuum == "off":
             return

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path
 
 from ...api_models import PreferenceEdit, PreferenceHistory, PreferenceOut
-from ...models import AuditEntry
+from ...models import AuditEntry, edited_preference_ids
 from ..deps import Mem, Subj, Subject
 from ..error_handlers import NOT_FOUND
 from .preferences import preference_out
@@ -22,7 +22,8 @@ def edit_preference(pref_id: PrefId, body: PreferenceEdit, s: Subj, mem: Mem) ->
     """Correct a preference's value (`attribute`) and/or `polarity`; answers it as stored. Audited "update" with the
     cause "edited by the user". A value not listed in a closed category: 422 naming the items; the same value
     held twice, or an opted-out category: 409; an unknown id: 404."""
-    return preference_out(mem, mem.update(s.ns, pref_id, attribute=body.attribute, polarity=body.polarity), s.user)
+    p = mem.update(s.ns, pref_id, attribute=body.attribute, polarity=body.polarity)
+    return preference_out(mem, p, s.user, edited=p.id in edited_preference_ids(mem.history(s.ns, p.id)))
 
 
 @router.get("/v1/users/{user}/preferences/{pref_id}/history", response_model=PreferenceHistory, responses=NOT_FOUND)

@@ -11,7 +11,7 @@ from ...api_models import ObservationList, ObservationOut, PreferenceOut
 from ...errors import NotFoundError
 from ...memory import Memory
 from ...models import Observation
-from ...schema.display import category_labels, choice
+from ...schema.display import category_labels, choice, value_label
 from ..deps import Mem, Subj
 from ..error_handlers import NOT_FOUND
 from .preferences import preference_out
@@ -26,7 +26,7 @@ def observation_out(mem: Memory, o: Observation, user: str) -> ObservationOut:
     labels = category_labels(mem.schema, o.path)
     cat, label = " > ".join(labels), labels[-1]
     return ObservationOut(id=o.id, user=user, path=o.path, category=cat, attribute=o.attribute, polarity=o.polarity,
-                          label=label, display=choice(label, o.attribute, o.polarity), sentence=o.sentence,
+                          label=label, display=choice(label, value_label(mem.schema, o.path, o.attribute), o.polarity), sentence=o.sentence,
                           conversation_id=o.conversation_id, created_at=o.created_at)
 
 

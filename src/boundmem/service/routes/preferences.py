@@ -9,21 +9,23 @@ from fastapi import APIRouter, Path, Query
 
 from ...api_models import ForgetOut, PreferenceList, PreferenceOut
 from ...memory import Memory
-from ...models import AuditEntry, Preference, UserExport
-from ...schema.display import category_labels, statement
+from ...models import AuditEntry, Preference, UserExport, edited_preference_ids
+from ...schema.display import category_labels, statement, value_label
 from ..deps import Mem, Subj
 from ..error_handlers import NOT_FOUND, about_field
 
 router = APIRouter(tags=["transparency"])
 
 
-def preference_out(mem: Memory, p: Preference, user: str) -> PreferenceOut:
+def preference_out(mem: Memory, p: Preference, user: str, edited: bool = False) -> PreferenceOut:
     """A stored preference as the API shows it: the caller's user id, the category's labels and the value worded
-    with its polarity, so every client shows a dislike as one."""
+    with its polarity (and the schema's label for the value), so every client shows a dislike as one; `edited`: the
+    user corrected the value since the sentence was said."""
     labels = category_labels(mem.schema, p.path)
     cat, label = " > ".join(labels), labels[-1]
+    shown = value_label(mem.schema, p.path, p.attribute)
     return PreferenceOut(id=p.id, user=user, path=p.path, category=cat, attribute=p.attribute, polarity=p.polarity,
-                         label=label, display=statement(label, p.attribute, p.polarity), sentence=p.sentence,
+                         label=label, display=statement(label, shown, p.polarity), sentence=p.sentence, edited=edited,
                          conversation_id=p.conversation_id, created_at=p.created_at, updated_at=p.updated_at)
 
 
@@ -33,7 +35,8 @@ def list_preferences(s: Subj, mem: Mem,
     """Every stored preference, with the sentence it came from. An unknown `category`: 422 naming it."""
     with about_field("query", "category", kind="unknown_category"):
         prefs = mem.preferences(s.ns, category)
-    return PreferenceList(user=s.user, preferences=[preference_out(mem, p, s.user) for p in prefs])
+    edited = edited_preference_ids(mem.store.audit(s.ns)) if prefs else set()
+    return PreferenceList(user=s.user, preferences=[preference_out(mem, p, s.user, p.id in edited) for p in prefs])
 
 
 @router.delete("/v1/users/{user}/preferences/{pref_id}", response_model=PreferenceOut, responses=NOT_FOUND)

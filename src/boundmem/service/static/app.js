@@ -58,8 +58,9 @@ function renderPreferences(prefs) {
     del.addEventListener("click", () => deletePreference(p, del));
     body.append(el("tr", { "data-id": p.id, "data-path": pathOf(p), "data-polarity": p.polarity || "like" },
       el("td", { class: "category" }, p.category),
-      el("td", { class: "attribute " + (p.polarity || "like") }, reads(p)),
-      el("td", { class: "sentence" }, p.sentence ? "\u201c" + p.sentence + "\u201d" : ""),
+      el("td", { class: "attribute " + (p.polarity || "like") }, reads(p),
+        ...(p.edited ? [" ", el("span", { class: "edited", title: "You corrected this value" }, "edited")] : [])),
+      el("td", { class: "sentence" }, p.sentence ? (p.edited ? "before your edit: " : "") + "\u201c" + p.sentence + "\u201d" : ""),
       el("td", { class: "when", title: p.conversation_id ? "from conversation " + p.conversation_id : "" }, fmtTime(p.updated_at)),
       el("td", {}, del)));
   }

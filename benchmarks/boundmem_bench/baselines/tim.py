@@ -19,8 +19,9 @@ from typing import Optional
 
 import numpy as np
 
-from ...embed import Embedder
-from ..base import DialogueTurn, MemoryItem, RetrievalResult, StorageStats
+from boundmem.caim.base import DialogueTurn, MemoryItem, RetrievalResult, StorageStats
+from boundmem.embed import Embedder
+
 from ._common import ChatLLM, ask, clip
 from .lsh import RandomProjectionLSH
 from .thoughts import head_entity, local_thought, negated

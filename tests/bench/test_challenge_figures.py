@@ -1,4 +1,4 @@
-"""#18 figures of `bench challenge` (fabricated values, polarity flips, exact/final-state shares, promotion,
+"""The figures of `bench challenge` (fabricated values, polarity flips, exact/final-state shares, promotion,
 fragments) on hand-made cases, the multi-conversation format's loader errors, and a run on a tiny fixture."""
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from boundmem_bench.challenge import ChallengeConfig, ingest, run_challenge
 from boundmem_bench.challenge_sets import ChallengeDataError, load_file, load_set
 from boundmem_bench.challenge_metrics import (Pref, exact, fabricated, final_state_right, fragment,
                                               observations_right, polarity_flips, said, score_case,
-                                              summarise_issue18)
+                                              summarise_values)
 from boundmem.models import Conversation, Turn
 from boundmem.schema.load import builtin_schema
 
-FIXTURE = Path(__file__).parent / "challenge_fixture" / "issue18"
+FIXTURE = Path(__file__).parent / "challenge_fixture" / "values"
 GEN = "entertainment_and_media/music/favorite_genres"
 SUP = "points_of_interest/grocery_shopping/preferred_supermarket_chains"
 TEMP = "vehicle_settings_and_comfort/climate_control/preferred_temperature"
@@ -98,7 +98,7 @@ def test_summary_by_hand():
         case("mixed_choices", [], [P(GEN, "rock")], "rock\nrock\npop",
              promoted=[P(GEN, "rock")], observed=[P(GEN, "pop")], expected_observed=[P(GEN, "rock"), P(GEN, "pop")]),
     ]
-    s = summarise_issue18(cases)
+    s = summarise_values(cases)
     assert s["fabricated"] == {"n": 2, "cases": 2} and s["polarity_flips"] == 1
     assert s["open_values_right"] == {"n": 2, "right": 1, "rate": .5}
     assert s["no_value_nothing_stored"] == {"n": 2, "right": 1, "rate": .5}
@@ -109,7 +109,7 @@ def test_summary_by_hand():
     assert pro["precision"] == .5 and pro["recall"] == .5 and pro["single_or_mixed_promoted"] == 1
     assert s["observations_right"] == {"n": 3, "right": 1, "rate": pytest.approx(1 / 3)}
     # without observations (a memory that keeps none) promotion is not measured, not zero
-    assert summarise_issue18(cases[:7])["promotion"] is None
+    assert summarise_values(cases[:7])["promotion"] is None
 
 
 # --- the multi-conversation format ------------------------------------------------------------
@@ -193,16 +193,16 @@ def test_ingest_runs_every_conversation_in_order():
     assert seen == ["c1", "c2", "c3"] and got["observed"] is None and got["promoted"] is None  # no observations kept
 
 
-def test_fixture_run_reports_issue18_per_split(tmp_path):
+def test_fixture_run_reports_value_figures_per_split(tmp_path):
     cfg = ChallengeConfig(data_dir=FIXTURE, out=tmp_path / "out", extractor="keyword", maintainer="rules",
                           embedder="hash", show_progress=False)
     res = run_challenge(cfg)
     words = res["sets"]["incar-words"]
     assert words["n"] == 4 and set(words["summary"]) == {"train", "heldout", "all"}
-    i18 = words["summary"]["train"]["issue18"]
-    assert i18["open_values_right"]["n"] == 2 and i18["cases"] == 4
-    assert words["summary"]["heldout"]["issue18"]["cases"] == 0
+    vals = words["summary"]["train"]["values"]
+    assert vals["open_values_right"]["n"] == 2 and vals["cases"] == 4
+    assert words["summary"]["heldout"]["values"]["cases"] == 0
     rec = {r["id"]: r for r in words["items"]}
     assert rec["incarR-0001"]["conversations"] == 3
     report = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
-    assert "issue #18" in report and "fabricated values" in report
+    assert "Values the user said" in report and "fabricated values" in report

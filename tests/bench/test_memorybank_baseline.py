@@ -7,7 +7,7 @@ from datetime import date, timedelta
 import pytest
 
 from boundmem.caim.base import DialogueTurn
-from boundmem.caim.baselines import MemoryBank, retention, stable_uniform
+from boundmem_bench.baselines import MemoryBank, retention, stable_uniform
 
 D0 = date(2023, 4, 27)
 

@@ -5,7 +5,7 @@ import json
 from datetime import date
 
 from boundmem.caim.base import DialogueTurn
-from boundmem.caim.baselines import MemoryBank, TiM
+from boundmem_bench.baselines import MemoryBank, TiM
 from boundmem.llm.client import LLMClient
 from llm.fake_openai import FakeOpenAI, content, status
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from boundmem.caim.base import DialogueTurn
-from boundmem.caim.baselines import RandomProjectionLSH, TiM
+from boundmem_bench.baselines import RandomProjectionLSH, TiM
 
 D0 = date(2023, 4, 27)
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from ..base import DialogueTurn
+from boundmem.caim.base import DialogueTurn
+
 from ._common import clip, sentences
 
 _QUOTED = re.compile(r"[\"“《]([^\"”》]{3,60})[\"”》]")
