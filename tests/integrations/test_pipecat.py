@@ -11,7 +11,8 @@ import pytest
 
 pytest.importorskip("pipecat")
 
-from pipecat.frames.frames import (EndFrame, Frame, InterimTranscriptionFrame, LLMContextFrame,  # noqa: E402
+from pipecat.frames.frames import (EndFrame, Frame, InterimTranscriptionFrame, LLMContextAssistantTurnFrame,  # noqa: E402
+                                   LLMContextFrame,
                                    LLMFullResponseEndFrame, LLMFullResponseStartFrame, LLMMessagesAppendFrame,
                                    LLMTextFrame, TranscriptionFrame, UserStartedSpeakingFrame,
                                    UserStoppedSpeakingFrame)
@@ -20,6 +21,7 @@ from pipecat.pipeline.worker import PipelineParams, PipelineWorker  # noqa: E402
 from pipecat.processors.aggregators.llm_context import LLMContext  # noqa: E402
 from pipecat.processors.aggregators.llm_response_universal import (LLMContextAggregatorPair,  # noqa: E402
                                                                    LLMUserAggregatorParams)
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor  # noqa: E402
 from pipecat.services.llm_service import LLMService  # noqa: E402
 from pipecat.services.settings import LLMSettings  # noqa: E402
 from pipecat.turns.user_start import ExternalUserTurnStartStrategy  # noqa: E402
@@ -58,6 +60,21 @@ class FakeLLM(LLMService):
             await self.push_frame(frame, direction)
 
 
+class Learned(FrameProcessor):
+    """First in the pipeline: the assistant aggregator sends each finished turn upstream too, so when it arrives here
+    it has passed the memory service, which has handed that exchange to its queue by then."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.turns: asyncio.Queue = asyncio.Queue()
+
+    async def process_frame(self, frame: Frame, direction):
+        await super().process_frame(frame, direction)
+        if isinstance(frame, LLMContextAssistantTurnFrame) and direction == FrameDirection.UPSTREAM:
+            self.turns.put_nowait(frame.text)
+        await self.push_frame(frame, direction)
+
+
 class Voice:
     """A running pipeline and the means to speak into it."""
 
@@ -69,11 +86,14 @@ class Voice:
             user_turn_strategies=strategies))
         self.memory = BoundmemMemoryService(memory, **service_kwargs)
         self.llm = FakeLLM()
-        pipeline = Pipeline([self.memory.transcripts(), pair.user(), self.memory, self.llm, pair.assistant()])
+        self.learned = Learned()
+        pipeline = Pipeline([self.learned, self.memory.transcripts(), pair.user(), self.memory, self.llm,
+                             pair.assistant()])
         self.task = PipelineWorker(pipeline, params=params or PipelineParams(), cancel_on_idle_timeout=False)
 
     async def say(self, text: str) -> list:
-        """One user turn (interim then final transcription); returns the messages the LLM was given."""
+        """One user turn (interim then final transcription); returns the messages the LLM was given, once the reply's
+        exchange is with the memory service."""
         words = text.split()
         for frame in (UserStartedSpeakingFrame(),
                       InterimTranscriptionFrame(" ".join(words[:2]), "ann", "t"),
@@ -81,6 +101,7 @@ class Voice:
             await self.task.queue_frame(frame)
         speculation, messages = await self.llm.seen.get()
         assert not speculation
+        await self.learned.turns.get()
         return messages
 
     async def run(self, script):
