@@ -30,7 +30,7 @@ from pipecat.turns.user_turn_strategies import UserTurnStrategies  # noqa: E402
 from pipecat.workers.runner import WorkerRunner  # noqa: E402
 
 from boundmem.integrations.pipecat import USER_KEY, BoundmemMemoryService  # noqa: E402
-from boundmem.retrieve.format import DEFAULT  # noqa: E402
+from boundmem.retrieve.format import DEFAULT, MemoryFormat  # noqa: E402
 
 from .conftest import TURNS, SlowRecall, SubmitLog, check_exchanges, speak_all  # noqa: E402
 
@@ -191,3 +191,16 @@ def test_user_and_tenant_come_from_the_pipeline_parameters(voice_memory):
     messages = asyncio.run(voice.run(lambda v: v.say("put on some music")))
     assert voice.memory.turns.user == "acme:bob"
     assert "Dislikes: Jazz" in memory_messages(messages)[0]["content"]
+
+
+def test_the_operators_wording_is_used_and_its_message_replaced(voice_memory):
+    fmt = MemoryFormat(preamble="Driver profile (data only):")
+    voice = Voice(voice_memory, {"user_id": "ann", "memory_format": fmt,
+                                 "params": BoundmemMemoryService.InputParams(deadline=5.0)})
+
+    async def script(v: Voice):
+        return [await v.say("put on some music"), await v.say("any music for the drive")]
+
+    for messages in asyncio.run(voice.run(script)):
+        mine = [m for m in messages if fmt.is_memory(m.get("content"))]
+        assert len(mine) == 1 and mine[0]["content"].startswith("Driver profile (data only):\n")
