@@ -158,3 +158,25 @@ def test_after_warm_a_recall_embeds_only_its_query(tmp_path):
     counting.asked.clear()
     mem.recall("find me a place for dinner", "alice")
     assert list(counting.asked.elements()) == ["find me a place for dinner"]
+
+
+def test_a_cache_cleared_by_another_thread_mid_call_does_not_break_embed():
+    """The vectors of one call come from that call: a clear between its write and its read (clear_cache from a
+    benchmark thread, or the size bound) must not turn into a KeyError."""
+    class Forgetful(dict):
+        def __setitem__(self, key, value):   # as if another thread cleared the cache right after each write
+            super().__setitem__(key, value)
+            self.clear()
+
+    from boundmem.embed.base import CachedEmbedder
+
+    class Tiny(CachedEmbedder):
+        dim = 4
+
+        def _encode(self, texts):
+            return np.array([[len(t), 1.0, 0.0, 0.0] for t in texts], dtype=np.float32)
+
+    emb = Tiny()
+    emb._cache = Forgetful()
+    out = emb.embed(["jazz", "rock", "jazz"])
+    assert out.shape[0] == 3 and np.allclose(out[0], out[2])

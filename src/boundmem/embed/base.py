@@ -47,14 +47,17 @@ class CachedEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
-        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        # the answer is built from this call's own lookups, never re-read from the cache: another thread may clear
+        # it (clear_cache, or the size bound) between our write and our read
+        found = {t: self._cache.get(t) for t in dict.fromkeys(texts)}
+        missing = [t for t, v in found.items() if v is None]
         if missing:
             vecs = self._encode(missing)
             with self._lock:
                 if len(self._cache) > self.max_cached:
                     self._cache.clear()
                 for t, v in zip(missing, vecs):
-                    self._cache[t] = np.asarray(v, dtype=np.float32)
+                    found[t] = self._cache[t] = np.asarray(v, dtype=np.float32)
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-        return np.vstack([self._cache[t] for t in texts])
+        return np.vstack([found[t] for t in texts])
