@@ -23,7 +23,7 @@ from boundmem.config import Settings
 from boundmem.embed.registry import EMBEDDERS as EMBEDDER_REGISTRY
 from .gvd_data import GVDDataError, GVDDataset, load_gvd
 from .gvd_eval import ABSTENTION, evaluate_question
-from .report import Report, Stopwatch, fmt, machine_info, plot_lines, progress, ratio, timing_section, write_json
+from .report import Report, Stopwatch, code_version, fmt, machine_info, plot_lines, progress, ratio, timing_section, write_json
 
 DEFAULT_SYSTEMS = ("caim", "caim-nocontroller", "caim-notags", "caim-nodates", "caim-nofilter", "caim-nosources",
                    "caim-raw", "memorybank", "memorybank-forget", "tim")
@@ -259,18 +259,8 @@ def write_outputs(out: Path, data: GVDDataset, runs: list[SystemRun], summaries:
 
 def _code_version() -> str:
     """The commit the numbers came from (plus "+dirty" when the bench or memory code had local changes)."""
-    import subprocess
-
-    root = Path(__file__).resolve().parents[3]
-    def git(*args: str) -> Optional[str]:
-        try:
-            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return None
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src/boundmem/caim", "benchmarks/boundmem_bench")
-    return head + ("" if dirty == "" else "+dirty" if dirty else "+unknown")
+    code = code_version()
+    return (code["commit"] or "unknown")[:7] + ("" if code["dirty"] is False else "+dirty" if code["dirty"] else "+unknown")
 
 
 def run_gvd(data_dir: Path, gold: Optional[Path], out: Path, systems: list[str], k: int = 5, llm: Any = None,

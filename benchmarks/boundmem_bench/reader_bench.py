@@ -17,6 +17,7 @@ from boundmem.models import Conversation, Turn
 
 from .reader_score import Tally, run, table
 from .report import machine_info
+from .results import Figure, write_results
 from .train.reader_data import annotated_files, read_jsonl, slurp_rows
 
 GROUPS = {"written": lambda r: r.writer.startswith("w"), "CarMem users 51-100 (real)": lambda r: r.writer == "carmem",
@@ -127,4 +128,20 @@ def register(app: typer.Typer) -> None:
         result["tallies"] = {k: {"right": sum(v.right.values()), "cases": sum(v.cases.values()), **v.counts,
                                  "f1": v.f1(), "detail_f1": v.detail_f1()} for k, v in tallies.items()}
         (out / "results.json").write_text(json.dumps(result, indent=1, default=str))
+        write_results("reader", out, md, headline(result, split), summary=result, machine=result["machine"])
         typer.echo(md)
+
+
+def headline(result: dict, split: str) -> list[Figure]:
+    """README's figures of a reader run: F1 per annotated group, false stores on SLURP and chit-chat, the speed."""
+    figs = []
+    for name, t in result["tallies"].items():
+        if name.startswith("SLURP"):   # commands carry no preference: every store is a false one
+            figs.append(Figure(f"reader, {name}: turns with a false store", t.get("false_store", 0) / max(1, t["cases"]), "pct"))
+        else:
+            figs.append(Figure(f"reader, {name}, {split} writers: F1", t["f1"]))
+    if "chat_stored" in result:
+        k, n = result["chat_stored"]
+        figs.append(Figure("reader, chit-chat turns stored as a preference", k / max(1, n), "pct"))
+    figs.append(Figure("reader: reading a turn, in query embeddings", result["speed"]["ratio"], ".2f", "x"))
+    return figs
