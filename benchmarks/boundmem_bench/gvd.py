@@ -379,6 +379,7 @@ def register(app: typer.Typer) -> None:
             except LLMError as e:
                 typer.echo(f"error: {e}", err=True)
                 raise typer.Exit(2)
+        machine = machine_info()
         try:
             res = run_gvd(data, gold, out, names, k=k, llm=client, embedder_name=embedder,
                           users=[u.strip() for u in users.split(",")] if users else None, seed=seed,
@@ -402,4 +403,17 @@ def register(app: typer.Typer) -> None:
             r = res["requests"]
             typer.echo(f"requests ({r['cases']}): caim retrieved {fmt(r['retrieval_rate'])}, hit@{k} caim "
                        f"{fmt(r['caim_hit'])}, memorybank {fmt(r['memorybank_hit'])}")
+        write_results("gvd", out, Path(res["report"]).read_text(encoding="utf-8"), headline(res, k, "GVD"),
+                      summary={"summary": res["summary"], "skipped": res["skipped"]}, machine=machine)
         typer.echo(f"report: {res['report']}")
+
+
+def headline(res: dict, k: int, dataset: str) -> list[Figure]:
+    """README's figures of a GVD-format run: CAIM's retrieval hit@k and MRR (the other systems on the page)."""
+    figs = []
+    for s in res["summary"]:
+        main = s["system"] == "caim"
+        figs += [Figure(f"{dataset}, {s['system']}: retrieval hit@{k}", s["hit_at"][-1] if s["hit_at"] else None,
+                        readme=main),
+                 Figure(f"{dataset}, {s['system']}: MRR", s["mrr"], readme=False)]
+    return figs

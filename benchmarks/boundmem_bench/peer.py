@@ -25,7 +25,8 @@ from boundmem.errors import ConfigError
 from boundmem.retrieve.text import enriched_text
 from boundmem.schema.model import Schema
 
-from .report import MissingExtraError
+from .report import MissingExtraError, machine_info
+from .results import Figure, write_results
 
 
 class PeerItem:
@@ -188,9 +189,15 @@ def register(app: typer.Typer) -> None:
              vector_store: str = typer.Option("qdrant", "--vector-store", help="mem0's store: qdrant (local) or faiss."),
              out: Path = typer.Option(Path("bench-out/peer"), "--out")):
         """boundmem and mem0 interleaved: the same users, sentences, questions and embedder; latency and hit@k."""
+        machine = machine_info()
         res = run_peer(data, users, rounds, vector_store)
         out.mkdir(parents=True, exist_ok=True)
         (out / "results.json").write_text(json.dumps(res, indent=2))
         md = markdown(res)
         (out / "report.md").write_text(md)
+        write_results("peer", out, md, [
+            Figure("beside mem0: hit@1 boundmem / mem0", f"{res['boundmem']['hit@1']:.3f} / {res['mem0']['hit@1']:.3f}"),
+            Figure("beside mem0: mem0's recall p50 latency over boundmem's", res["latency_ratio_p50"], ".2f", "x"),
+            Figure("beside mem0: mem0's recall p95 latency over boundmem's", res["latency_ratio_p95"], ".2f", "x",
+                   readme=False)], summary=res, machine=machine)
         typer.echo(md)

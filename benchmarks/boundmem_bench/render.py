@@ -149,7 +149,7 @@ def headline_table(all_benches: Sequence[Bench], found: dict[str, Results], docs
     lines = ["| figure | value | bench | run |", "|---|---|---|---|"]
     for b in all_benches:
         r = found.get(b.name)
-        for f in r.headline if r else ():
+        for f in (f for f in r.headline if f.readme) if r else ():
             lines.append(f"| {_cell(f.label)} | {_cell(f.text())} | [{b.name}]({docs_link}/{b.name}.md) | {run_line(r)} |")
     missing = [b.name for b in all_benches if b.name not in found]
     lines += ["", "Rendered by `boundmem bench render` from `benchmarks/results/`; machine and load on each bench's "

@@ -37,12 +37,14 @@ class Figure:
     """One headline figure: README's table and the page's summary show it as `label: value`.
 
     `format` is how the value reads: "" (floats to three decimals, the rest as is), "pct" (a share shown as a
-    percentage) or a Python format spec such as ".1f" or ",.0f"; `unit` follows the value ("ms", "x")."""
+    percentage) or a Python format spec such as ".1f" or ",.0f"; `unit` follows the value ("ms", "x"). A figure
+    with `readme=False` shows on the bench's page only, so README's table stays a few lines per bench."""
 
     label: str
     value: Value
     format: str = ""
     unit: str = ""
+    readme: bool = True
 
     def __post_init__(self) -> None:
         if not self.label.strip():

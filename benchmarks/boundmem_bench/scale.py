@@ -24,6 +24,9 @@ import typer
 
 from boundmem.schema.load import builtin_schema
 
+from .report import machine_info
+from .results import Figure, write_results
+
 DIM = 384
 _NOW = "2026-12-04T00:00:00+00:00"
 
@@ -233,6 +236,7 @@ def register(app: typer.Typer) -> None:
 
         console = Console()
         out.mkdir(parents=True, exist_ok=True)
+        machine = machine_info()
         tier_list = [int(x) for x in tiers.split(",") if x.strip()]
         res: dict = {"cores": os.cpu_count(), "per_user": per_user, "queries": queries, "tiers": tier_list}
         with tempfile.TemporaryDirectory(dir=work) as tmp:
@@ -260,7 +264,24 @@ def register(app: typer.Typer) -> None:
         (out / "results.json").write_text(json.dumps(res, indent=2))
         md = _markdown(res)
         (out / "report.md").write_text(md)
+        write_results("scale", out, md, headline(res), summary=res, machine=machine)
         console.print(md, markup=False, highlight=False)
+
+
+def headline(res: dict) -> list[Figure]:
+    """README's figures of a scale run: per store, recall p95 at the largest tier and its ratio to the first."""
+    figs = []
+    for name in ("sqlite", "postgres"):
+        rows = res.get(name) or []
+        if rows:
+            last = rows[-1]
+            figs += [Figure(f"per-user search p95 at {last['users']:,} users, {name}" +
+                            (f" ({last['layout']})" if last.get("layout") else ""), last["p95_ms"], ".2f", "ms"),
+                     Figure(f"... over the {rows[0]['users']:,}-user tier, {name}", last["p95_vs_first_tier"], ".2f", "x",
+                            readme=False)]
+    figs.append(Figure("bytes on disk per preference, SQLite, audit included", res["bytes_per_preference"]["total"],
+                       ",.0f", readme=False))
+    return figs
 
 
 def _postgres(url: str, work: Path, tiers: list[int], per_user: int, queries: int, console) -> list[dict]:
