@@ -162,6 +162,9 @@ def _detail_names() -> dict[str, str]:
     return _NAMES
 
 
+BATCH = 64   # conversations per extract_many call: SLURP's half or a whole set at once held ~17 GB
+
+
 def run(extractor, rows: list[Row]) -> Tally:
     """Every case through `extractor` (batched per schema when it can)."""
     tally = Tally()
@@ -171,8 +174,9 @@ def run(extractor, rows: list[Row]) -> Tally:
     loaded = schemas()
     for name, group in by_schema.items():
         schema = loaded[name]
-        if hasattr(extractor, "extract_many"):
-            found = extractor.extract_many([c.conversation for c in group], schema)
+        if hasattr(extractor, "extract_many"):   # in slices: the reader encodes one call's turns in one batch
+            found = [got for k in range(0, len(group), BATCH)
+                     for got in extractor.extract_many([c.conversation for c in group[k:k + BATCH]], schema)]
         else:
             found = [extractor.extract(c.conversation, schema).candidates for c in group]
         for case, cands in zip(group, found):
