@@ -15,7 +15,7 @@ import typer
 from boundmem.config import Settings
 from boundmem.models import Conversation, Turn
 
-from .reader_score import Tally, run, table
+from .reader_score import Tally, extract_in_slices, run, table
 from .report import machine_info
 from .results import Figure, write_results
 from .train.reader_data import annotated_files, read_jsonl, slurp_rows
@@ -49,7 +49,7 @@ def chat_stores(extractor, turns: list[tuple[str, str]]) -> tuple[int, int]:
 
     convs = [Conversation(id=f"c{k}", turns=((Turn(role="assistant", text=ctx),) if ctx else ()) +
                           (Turn(role="user", text=text),)) for k, (ctx, text) in enumerate(turns)]
-    found = extractor.extract_many(convs, builtin_schema())
+    found = extract_in_slices(extractor, convs, builtin_schema())
     return sum(any(c.evidence == "stated" for c in cands) for cands in found), len(convs)
 
 

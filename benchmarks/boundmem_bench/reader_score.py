@@ -162,7 +162,13 @@ def _detail_names() -> dict[str, str]:
     return _NAMES
 
 
-BATCH = 64   # conversations per extract_many call: SLURP's half or a whole set at once held ~17 GB
+BATCH = 64   # conversations per extract_many call: the reader encodes a call's turns as one batch, so a whole set at once runs out of memory
+
+
+def extract_in_slices(extractor, conversations: list, schema) -> list:
+    """`extract_many` over `conversations`, BATCH at a time."""
+    return [got for k in range(0, len(conversations), BATCH)
+            for got in extractor.extract_many(conversations[k:k + BATCH], schema)]
 
 
 def run(extractor, rows: list[Row]) -> Tally:
@@ -174,9 +180,8 @@ def run(extractor, rows: list[Row]) -> Tally:
     loaded = schemas()
     for name, group in by_schema.items():
         schema = loaded[name]
-        if hasattr(extractor, "extract_many"):   # in slices: the reader encodes one call's turns in one batch
-            found = [got for k in range(0, len(group), BATCH)
-                     for got in extractor.extract_many([c.conversation for c in group[k:k + BATCH]], schema)]
+        if hasattr(extractor, "extract_many"):
+            found = extract_in_slices(extractor, [c.conversation for c in group], schema)
         else:
             found = [extractor.extract(c.conversation, schema).candidates for c in group]
         for case, cands in zip(group, found):
