@@ -128,18 +128,28 @@ def index(all_benches: Sequence[Bench], found: dict[str, Results]) -> str:
         "boundmem bench render --check                       # exit 1 if anything differs (the tests do the same)",
         "```", "",
         "## Writing a results file from a bench", "",
-        "A bench command calls one function once its report is written:", "",
+        "A bench command calls one function once its report is written (this block runs as it stands):", "",
         "```python",
+        "import tempfile",
+        "",
+        "from boundmem_bench.report import machine_info",
         "from boundmem_bench.results import Figure, write_results",
         "",
-        "write_results(\"recall\", out, report_md,",
-        "              [Figure(\"held-out related requests: hit@1\", summary[\"held_out\"][\"related\"][\"hit@1\"])],",
-        "              summary=summary, machine=machine_at_start)",
+        "machine = machine_info()                # at the start: the load before the run, the commit that runs",
+        "right = [True, True, False, True]       # what the bench measured, one entry per request",
+        "report_md = \"# bench recall\\n\\nThe bench's own report, tables and all.\\n\"",
+        "out = tempfile.mkdtemp()                # the bench's --out folder",
+        "path = write_results(\"recall\", out, report_md,",
+        "                     [Figure(\"related requests: hit@1\", sum(right) / len(right)),",
+        "                      Figure(\"nothing injected\", 0 / 4, \"pct\", readme=False)],",
+        "                     machine=machine)",
+        "print(path)                             # <out>/recall.json",
         "```", "",
         "It writes `<out>/<name>.json`: the date, the commit (and whether the code had uncommitted changes), the "
         "machine, the load average at the start (`machine`, from `report.machine_info()` taken before the run) and "
-        "at the end, the command line, the headline figures (`Figure(label, value, format, unit)`; format `\"\"`, "
-        "`\"pct\"` or a Python spec such as `\".1f\"`), an optional JSON summary, and the bench's Markdown report, "
+        "at the end, the command line, the headline figures (`Figure(label, value, format, unit, readme)`; format "
+        "`\"\"`, `\"pct\"` or a Python spec such as `\".1f\"`; `readme=False` keeps a figure to the page), an "
+        "optional JSON summary, and the bench's Markdown report, "
         "which becomes the body of its page. `name` is the bench command's name; a file for no command is "
         "refused by the renderer.", ""])
 

@@ -111,3 +111,13 @@ def test_render_command_checks_writes_and_needs_the_markers(tmp_path):
     readme.write_text("# no markers\n")
     res = run(app, args)
     assert res.exit_code == 2 and "figures:start" in res.output
+
+
+def test_the_index_page_example_runs(tmp_path, monkeypatch, capsys):
+    import tempfile
+
+    code = (DOCS / "index.md").read_text(encoding="utf-8").split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    exec(compile(code, str(DOCS / "index.md"), "exec"), {})
+    written = read_results(Path(capsys.readouterr().out.strip()))
+    assert written.bench == "recall" and [f.text() for f in written.headline] == ["0.750", "0.0 %"]
