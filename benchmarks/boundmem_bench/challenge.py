@@ -172,7 +172,7 @@ def run_challenge(cfg: ChallengeConfig, components: Optional[Components] = None)
                 items = [it for it in cs.items if _in_split(it.split, cfg.split)]
                 sch_items = schema_items(cs.schema)
                 with watch.stage(f"ingest {cs.name}"):
-                    records = [score_item(it, ingest(mem, f"{cs.name}/{it.id}", it.conversations), sch_items)
+                    records = [score_item(it, ingest(mem, f"{cs.name}.{it.id}", it.conversations), sch_items)
                                for it in track(prog, items, f"{cs.name}: ingest")]
                 results["sets"][cs.name] = {
                     "schema": cs.schema.name, "zero_shot": cs.zero_shot, "files": list(cs.files),
@@ -188,7 +188,7 @@ def run_challenge(cfg: ChallengeConfig, components: Optional[Components] = None)
                     rows = []
                     for s in track(prog, slurp, "SLURP: ingest"):
                         conv = Conversation(id=s.id, turns=(Turn(role="user", text=s.sentence),))
-                        got = ingest(mem, f"slurp/{s.slurp_id}", conv)
+                        got = ingest(mem, f"slurp.{s.slurp_id}", conv)
                         held = _prefs_of(got["stored"]) or []
                         got["fabricated"] = [held[j].attribute for j in fabricated(held, [], s.sentence, closed)]
                         rows.append({"slurp_id": s.slurp_id, "split": s.split, "intent": s.intent, "scenario": s.scenario,
