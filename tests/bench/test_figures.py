@@ -121,3 +121,16 @@ def test_the_index_page_example_runs(tmp_path, monkeypatch, capsys):
     exec(compile(code, str(DOCS / "index.md"), "exec"), {})
     written = read_results(Path(capsys.readouterr().out.strip()))
     assert written.bench == "recall" and [f.text() for f in written.headline] == ["0.750", "0.0 %"]
+
+
+def test_a_bench_command_writes_its_results_file(tmp_path):
+    """One real (tiny) bench run: its results file carries the run's provenance, its report and its figures."""
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["scale", "--users", "20,40", "--per-user", "2", "--queries", "10", "--out", str(out),
+                                 "--work", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    res = read_results(out / "scale.json")
+    assert res.report == (out / "report.md").read_text()
+    assert res.headline[0].label.startswith("per-user search p95 at 40 users, sqlite") and res.headline[0].value > 0
+    assert res.run["load"]["start"] and res.run["load"]["end"] and res.run["machine"]["cores"]
+    assert "commit" in res.run and "dirty" in res.run
