@@ -24,6 +24,7 @@ from boundmem.embed.registry import EMBEDDERS as EMBEDDER_REGISTRY
 from .gvd_data import GVDDataError, GVDDataset, load_gvd
 from .gvd_eval import ABSTENTION, evaluate_question
 from .report import Report, Stopwatch, code_version, fmt, machine_info, plot_lines, progress, ratio, timing_section, write_json
+from .results import Figure, write_results
 
 DEFAULT_SYSTEMS = ("caim", "caim-nocontroller", "caim-notags", "caim-nodates", "caim-nofilter", "caim-nosources",
                    "caim-raw", "memorybank", "memorybank-forget", "tim")
