@@ -405,15 +405,19 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"requests ({r['cases']}): caim retrieved {fmt(r['retrieval_rate'])}, hit@{k} caim "
                        f"{fmt(r['caim_hit'])}, memorybank {fmt(r['memorybank_hit'])}")
         write_results("gvd", out, Path(res["report"]).read_text(encoding="utf-8"), headline(res, k, "GVD"),
-                      summary={"summary": res["summary"], "skipped": res["skipped"]}, machine=machine)
+                      summary={"summary": res["summary"], "skipped": res["skipped"], "cv": res["cv"]}, machine=machine)
         typer.echo(f"report: {res['report']}")
 
 
-def headline(res: dict, k: int, dataset: str) -> list[Figure]:
-    """README's figures of a GVD-format run: CAIM's retrieval hit@k and MRR (the other systems on the page)."""
-    figs = []
+def headline(res: dict, k: int, dataset: str, readme: bool = True) -> list[Figure]:
+    """README's figures of a GVD-format run: with cross-validation, CAIM's and MemoryBank's leave-users-out hit@k
+    (knobs never chosen on the users scored); else CAIM's hit@k. Every system's hit@k and MRR on the page."""
+    cv, figs = res.get("cv"), []
+    if cv:
+        c, mb = cv["caim"]["hit"]["mean"], cv["memorybank"]["hit"]["mean"]
+        figs.append(Figure(f"{dataset}, leave-users-out hit@{k}: CAIM / MemoryBank", f"{c:.3f} / {mb:.3f}", readme=readme))
     for s in res["summary"]:
-        main = s["system"] == "caim"
+        main = readme and s["system"] == "caim" and not cv
         figs += [Figure(f"{dataset}, {s['system']}: retrieval hit@{k}", s["hit_at"][-1] if s["hit_at"] else None,
                         readme=main),
                  Figure(f"{dataset}, {s['system']}: MRR", s["mrr"], readme=False)]

@@ -391,5 +391,5 @@ def register(app: typer.Typer) -> None:
                            f"{fmt(c['pooled_hit'])}), memorybank {fmt(mb['hit']['mean'])} ± {fmt(mb['hit']['sd'])}")
             typer.echo(f"[{part}] report: {res['report']}")
             reports.append(Path(res["report"]).read_text(encoding="utf-8").replace("# ", f"# {part} part: ", 1))
-            figures += headline(res, 5, f"multi-session {part}")
+            figures += headline(res, 5, f"multi-session {part}", readme=part == "heldout")   # README: never-tuned part
         write_results("multisession", out, "\n\n".join(reports), figures, machine=machine)
