@@ -133,15 +133,16 @@ def register(app: typer.Typer) -> None:
 
 
 def headline(result: dict, split: str) -> list[Figure]:
-    """README's figures of a reader run: F1 per annotated group, false stores on SLURP and chit-chat, the speed."""
+    """README's figures of a reader run: F1 on the written turns and false stores on SLURP's spoken commands; the
+    other groups, chit-chat and the speed on the page."""
     figs = []
     for name, t in result["tallies"].items():
         if name.startswith("SLURP"):   # commands carry no preference: every store is a false one
             figs.append(Figure(f"reader, {name}: turns with a false store", t.get("false_store", 0) / max(1, t["cases"]), "pct"))
         else:
-            figs.append(Figure(f"reader, {name}, {split} writers: F1", t["f1"]))
+            figs.append(Figure(f"reader, {name}, {split} writers: F1", t["f1"], readme=name == "written"))
     if "chat_stored" in result:
         k, n = result["chat_stored"]
-        figs.append(Figure("reader, chit-chat turns stored as a preference", k / max(1, n), "pct"))
-    figs.append(Figure("reader: reading a turn, in query embeddings", result["speed"]["ratio"], ".2f", "x"))
+        figs.append(Figure("reader, chit-chat turns stored as a preference", k / max(1, n), "pct", readme=False))
+    figs.append(Figure("reader: reading a turn, in query embeddings", result["speed"]["ratio"], ".2f", "x", readme=False))
     return figs
