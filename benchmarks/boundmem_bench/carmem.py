@@ -32,6 +32,7 @@ from .carmem_rows import (CandidateOut, ExistingOut, ExtractionOutcome, Extracti
                           MaintenanceRecord, OutOfSchemaRecord, RankedOut, RetrievalRecord, StoreAudit, extraction_summary,
                           out_of_schema_summary, store_audit, summarise_maintenance, summarise_retrieval)
 from .report import Stopwatch, machine_info, progress, track
+from .results import Figure, write_results
 
 EXTRACTORS = EXTRACTOR_REGISTRY.choices()
 MAINTAINERS = MAINTAINER_REGISTRY.choices()
@@ -448,8 +449,31 @@ def register(app: typer.Typer) -> None:
                            hide_gt_attribute=hide_gt_attribute, show_progress=not quiet, settings=cli_settings())
         res = run_carmem(cfg)   # a bad data file: CarMemDataError, exit 2 naming it (boundmem's ErrorExitGroup)
         s = res["summary"]
+        write_results("carmem", out, (out / "report.md").read_text(encoding="utf-8"), headline(s, split),
+                      summary=s, machine=res["machine"])
         typer.echo(f"extraction F1 main/sub/detail (stored or observed): {s['extraction']['main']['f1']:.3f} / "
                    f"{s['extraction']['sub']['f1']:.3f} / {s['extraction']['detail']['f1']:.3f}; stored at once: "
                    f"{s['extraction_stated']['main']['f1']:.3f} / {s['extraction_stated']['sub']['f1']:.3f} / "
                    f"{s['extraction_stated']['detail']['f1']:.3f}; wrote {out / 'report.md'} "
                    f"in {res['timing']['total']['wall_s']:.0f} s")
+
+
+def headline(s: dict, split: str) -> list[Figure]:
+    """README's figures of a CarMem run, the paper's populations first: extraction F1 at each level, out of schema
+    withheld, maintenance accuracy and retrieval hit@n (conditional, as the paper; end to end beside it)."""
+    ex, mt, rt = s["extraction"], s["maintenance"], s["retrieval"]
+
+    def maint(pop: str) -> dict:
+        return (mt.get(pop) or {}).get("paper_negate_extracted") or {}
+
+    def hit(key: str) -> str:
+        v = (rt.get(key) or {}).get("hit@n")
+        return "–" if v is None else f"{v:.3f}"
+
+    return [Figure(f"CarMem {split}: extraction F1 main / sub / detail",
+                   " / ".join(f"{ex[lv]['f1']:.3f}" for lv in ("main", "sub", "detail"))),
+            Figure(f"CarMem {split}: out of schema withheld", s["out_of_schema"].get("withheld_rate"), "pct"),
+            Figure(f"CarMem {split}: maintenance accuracy, conditional (paper's negate)", maint("conditional").get("accuracy")),
+            Figure(f"CarMem {split}: maintenance accuracy, end to end", maint("end_to_end").get("accuracy"), readme=False),
+            Figure(f"CarMem {split}: retrieval hit@n, conditional / end to end, enriched",
+                   f"{hit('conditional/enriched')} / {hit('end_to_end/enriched')}")]

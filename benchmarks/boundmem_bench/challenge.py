@@ -27,6 +27,7 @@ from .challenge_sets import (KINDS, SETS, SLURP_PREFERENCE_INTENTS, SPLITS, STYL
 from .challenge_metrics import (Pref, fabricated, score_case, score_conversation, slurp_summary,
                                 summarise, summarise_values)
 from .report import Report, Stopwatch, fmt, machine_info, progress, timing_section, track, write_json
+from .results import Figure, write_results
 
 SetChoice = Literal["incar", "travel", "incar-words", "smarthome", "chat", "chat-travel", "chat-smarthome", "all"]
 SplitChoice = Literal["train", "heldout", "all"]
@@ -431,6 +432,9 @@ def register(app: typer.Typer) -> None:
         except ChallengeDataError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2)
+        write_results("challenge", out, (out / "report.md").read_text(encoding="utf-8"), headline(res),
+                      summary={"sets": {k: v["summary"] for k, v in res["sets"].items()},
+                               "slurp": (res.get("slurp") or {}).get("summary")}, machine=res["machine"])
         for line in summary_lines(res):
             typer.echo(line)
         typer.echo(f"wrote {out / 'report.md'} in {res['timing']['total']['wall_s']:.0f} s")
@@ -451,3 +455,19 @@ def summary_lines(res: dict) -> list[str]:
             lines.append(f"SLURP {sp}: false-store rate {fmt(s['rate'], pct=True)} ({s['stored']}/{s['n']}), "
                          f"fabricated {s['fabricated']}")
     return lines
+
+
+def headline(res: dict) -> list[Figure]:
+    """README's figures of a challenge run: per set its held-out split's detail F1 and false-store rate (the in-car
+    set in README, the others on the page), and SLURP's false-store rate."""
+    figs = []
+    for name, data in res["sets"].items():
+        sp = "heldout" if "heldout" in data["summary"] else next(iter(data["summary"]))
+        s = data["summary"][sp]
+        figs += [Figure(f"challenge {name} ({sp}): detail F1", s["detail"]["f1"], readme=name == "incar"),
+                 Figure(f"challenge {name} ({sp}): false stores", s["false_store"]["rate"], "pct", readme=name == "incar")]
+    if res.get("slurp"):
+        summ = res["slurp"]["summary"]
+        sp = "heldout" if "heldout" in summ else next(iter(summ))
+        figs.append(Figure(f"SLURP voice commands ({sp}): false-store rate", summ[sp]["rate"], "pct"))
+    return figs

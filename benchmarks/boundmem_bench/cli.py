@@ -8,7 +8,7 @@ import functools
 import typer
 
 from boundmem.cli.options import ErrorExitGroup
-from . import carmem, challenge, gvd, multisession, peer, perf, reader_bench, recall, scale, voice
+from . import carmem, challenge, gvd, multisession, peer, perf, reader_bench, recall, render, scale, voice
 from .report import PLOTTING, require_plots
 
 app = typer.Typer(help="Reproduce the papers' experiments and measure performance.", no_args_is_help=True,
@@ -25,7 +25,7 @@ def _needs_plots(fn):
     return run
 
 
-for _mod in (carmem, gvd, multisession, perf, challenge, scale, peer, recall, reader_bench, voice):
+for _mod in (carmem, gvd, multisession, perf, challenge, scale, peer, recall, reader_bench, voice, render):
     _mod.register(app)  # each module adds `@app.command(name)` for itself
 for _cmd in app.registered_commands:
     if (_cmd.name or _cmd.callback.__name__) in PLOTTING:

@@ -23,7 +23,8 @@ from boundmem.config import Settings
 from boundmem.embed.registry import EMBEDDERS as EMBEDDER_REGISTRY
 from .gvd_data import GVDDataError, GVDDataset, load_gvd
 from .gvd_eval import ABSTENTION, evaluate_question
-from .report import Report, Stopwatch, fmt, machine_info, plot_lines, progress, ratio, timing_section, write_json
+from .report import Report, Stopwatch, code_version, fmt, machine_info, plot_lines, progress, ratio, timing_section, write_json
+from .results import Figure, write_results
 
 DEFAULT_SYSTEMS = ("caim", "caim-nocontroller", "caim-notags", "caim-nodates", "caim-nofilter", "caim-nosources",
                    "caim-raw", "memorybank", "memorybank-forget", "tim")
@@ -259,18 +260,8 @@ def write_outputs(out: Path, data: GVDDataset, runs: list[SystemRun], summaries:
 
 def _code_version() -> str:
     """The commit the numbers came from (plus "+dirty" when the bench or memory code had local changes)."""
-    import subprocess
-
-    root = Path(__file__).resolve().parents[3]
-    def git(*args: str) -> Optional[str]:
-        try:
-            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return None
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "src/boundmem/caim", "benchmarks/boundmem_bench")
-    return head + ("" if dirty == "" else "+dirty" if dirty else "+unknown")
+    code = code_version()
+    return (code["commit"] or "unknown")[:7] + ("" if code["dirty"] is False else "+dirty" if code["dirty"] else "+unknown")
 
 
 def run_gvd(data_dir: Path, gold: Optional[Path], out: Path, systems: list[str], k: int = 5, llm: Any = None,
@@ -389,6 +380,7 @@ def register(app: typer.Typer) -> None:
             except LLMError as e:
                 typer.echo(f"error: {e}", err=True)
                 raise typer.Exit(2)
+        machine = machine_info()
         try:
             res = run_gvd(data, gold, out, names, k=k, llm=client, embedder_name=embedder,
                           users=[u.strip() for u in users.split(",")] if users else None, seed=seed,
@@ -412,4 +404,21 @@ def register(app: typer.Typer) -> None:
             r = res["requests"]
             typer.echo(f"requests ({r['cases']}): caim retrieved {fmt(r['retrieval_rate'])}, hit@{k} caim "
                        f"{fmt(r['caim_hit'])}, memorybank {fmt(r['memorybank_hit'])}")
+        write_results("gvd", out, Path(res["report"]).read_text(encoding="utf-8"), headline(res, k, "GVD"),
+                      summary={"summary": res["summary"], "skipped": res["skipped"], "cv": res["cv"]}, machine=machine)
         typer.echo(f"report: {res['report']}")
+
+
+def headline(res: dict, k: int, dataset: str, readme: bool = True) -> list[Figure]:
+    """README's figures of a GVD-format run: with cross-validation, CAIM's and MemoryBank's leave-users-out hit@k
+    (knobs never chosen on the users scored); else CAIM's hit@k. Every system's hit@k and MRR on the page."""
+    cv, figs = res.get("cv"), []
+    if cv:
+        c, mb = cv["caim"]["hit"]["mean"], cv["memorybank"]["hit"]["mean"]
+        figs.append(Figure(f"{dataset}, leave-users-out hit@{k}: CAIM / MemoryBank", f"{c:.3f} / {mb:.3f}", readme=readme))
+    for s in res["summary"]:
+        main = readme and s["system"] == "caim" and not cv
+        figs += [Figure(f"{dataset}, {s['system']}: retrieval hit@{k}", s["hit_at"][-1] if s["hit_at"] else None,
+                        readme=main),
+                 Figure(f"{dataset}, {s['system']}: MRR", s["mrr"], readme=False)]
+    return figs

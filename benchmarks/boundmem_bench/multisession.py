@@ -373,6 +373,11 @@ def register(app: typer.Typer) -> None:
         bad = [p for p in names if p not in PARTS]
         if bad:
             raise typer.BadParameter(f"unknown part(s) {bad}; choose from {', '.join(PARTS)}", param_hint="--parts")
+        from .gvd import headline
+        from .report import machine_info
+        from .results import write_results
+
+        machine, reports, figures = machine_info(), [], []
         for part in names:
             data = write_part(out / part / "data", part, users)
             res = run_gvd(data, None, out / part, [s.strip() for s in systems.split(",") if s.strip()],
@@ -385,3 +390,6 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"[{part}] CV hit@5: caim {fmt(c['hit']['mean'])} ± {fmt(c['hit']['sd'])} (pooled "
                            f"{fmt(c['pooled_hit'])}), memorybank {fmt(mb['hit']['mean'])} ± {fmt(mb['hit']['sd'])}")
             typer.echo(f"[{part}] report: {res['report']}")
+            reports.append(Path(res["report"]).read_text(encoding="utf-8").replace("# ", f"# {part} part: ", 1))
+            figures += headline(res, 5, f"multi-session {part}", readme=part == "heldout")   # README: never-tuned part
+        write_results("multisession", out, "\n\n".join(reports), figures, machine=machine)

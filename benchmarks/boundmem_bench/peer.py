@@ -30,7 +30,8 @@ from boundmem.errors import ConfigError
 from boundmem.retrieve.text import enriched_text
 from boundmem.schema.model import Schema
 
-from .report import MissingExtraError
+from .report import MissingExtraError, machine_info
+from .results import Figure, write_results
 
 
 class PeerItem:
@@ -271,9 +272,20 @@ def register(app: typer.Typer) -> None:
              out: Path = typer.Option(Path("bench-out/peer"), "--out")):
         """boundmem and mem0 interleaved, each through its own ingestion of the same conversations and both on the
         same gold text: latency, hit@k, what each stored; the recall gate's effect as its own row."""
+        machine = machine_info()
         res = run_peer(data, users, rounds, vector_store)
         out.mkdir(parents=True, exist_ok=True)
         (out / "results.json").write_text(json.dumps(res, indent=2))
         md = markdown(res)
         (out / "report.md").write_text(md)
+        own, gold = res["own ingestion"], res["gold text"]
+        write_results("peer", out, md, [
+            Figure("beside mem0, each through its own ingestion: hit@5 boundmem / mem0",
+                   f"{own['boundmem']['hit@5']:.3f} / {own['mem0']['hit@5']:.3f}"),
+            Figure("beside mem0, both on the gold text: hit@5 boundmem / mem0",
+                   f"{gold['boundmem']['hit@5']:.3f} / {gold['mem0']['hit@5']:.3f}"),
+            Figure("beside mem0 (own ingestion): mem0's recall p50 latency over boundmem's", own["latency_ratio_p50"],
+                   ".2f", "x"),
+            Figure("beside mem0 (own ingestion): mem0's recall p95 latency over boundmem's", own["latency_ratio_p95"],
+                   ".2f", "x", readme=False)], summary=res, machine=machine)
         typer.echo(md)

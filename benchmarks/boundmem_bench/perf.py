@@ -25,6 +25,9 @@ from boundmem.extract.base import BatchExtractor, Warmable
 from boundmem.models import Conversation, Turn
 from boundmem.schema.load import builtin_schema
 
+from .report import machine_info
+from .results import Figure, write_results
+
 TARGETS = {"extraction_conv_per_s": 100.0, "recall_p99_ms_at_1M": 10.0,
            # the latency contract (2-core machine): recall end to end including the query embedding
            "recall_p95_ms_library": 10.0, "recall_p95_ms_http": 20.0, "async_accept_p95_ms": 20.0,
@@ -706,6 +709,7 @@ def register(app: typer.Typer) -> None:
 
         console = Console()
         out.mkdir(parents=True, exist_ok=True)
+        machine = machine_info()
         res: dict = {"cores": os.cpu_count(), "targets": TARGETS, "load_average_at_start": list(os.getloadavg())}
         settings = cli_settings()
         t_all = time.perf_counter()
@@ -779,7 +783,30 @@ def register(app: typer.Typer) -> None:
         res["load_average_1_5_15"] = list(os.getloadavg())
         md = _markdown(res)
         (out / "report.md").write_text(md)
+        write_results("perf", out, md, headline(res), summary=res, machine=machine)
         console.print(md, markup=False, highlight=False)
+
+
+def headline(res: dict) -> list[Figure]:
+    """README's figures of a perf run: recall end to end from the library and over HTTP, ingest throughput."""
+    lat, figs = res.get("latency") or {}, []
+    if "recall_library" in lat:
+        r = lat["recall_library"]
+        figs.append(Figure(f"recall p50 / p95, library, query embedding included [{lat.get('backend')}]",
+                           f"{r['p50_ms']:.1f} / {r['p95_ms']:.1f} ms"))
+    if "http" in lat:
+        r = lat["http"]["recall"]
+        figs.append(Figure("recall p50 / p95 over HTTP", f"{r['p50_ms']:.1f} / {r['p95_ms']:.1f} ms", readme=False))
+    if "proxy" in lat:
+        figs.append(Figure("proxy overhead p95", lat["proxy"]["overhead_p95_ms"], ".1f", "ms", readme=False))
+    if "ingest" in res:
+        figs.append(Figure("ingest end to end (extract, maintain, store on SQLite)", res["ingest"]["conv_per_s"], ".1f",
+                           "conversations/s"))
+    for name, rows in (res.get("recall_scaling") or {}).items():
+        if rows:
+            figs.append(Figure(f"store search p99 at {rows[-1]['users']:,} users, {name}", rows[-1]["p99_ms"], ".2f", "ms",
+                               readme=False))
+    return figs
 
 
 def _postgres_scaling(url: str, work: Path, tiers: list[int], queries: int, console) -> list[dict]:

@@ -15,8 +15,9 @@ import typer
 from boundmem.config import Settings
 from boundmem.models import Conversation, Turn
 
-from .reader_score import Tally, run, table
+from .reader_score import Tally, extract_in_slices, run, table
 from .report import machine_info
+from .results import Figure, write_results
 from .train.reader_data import annotated_files, read_jsonl, slurp_rows
 
 GROUPS = {"written": lambda r: r.writer.startswith("w"), "CarMem users 51-100 (real)": lambda r: r.writer == "carmem",
@@ -48,7 +49,7 @@ def chat_stores(extractor, turns: list[tuple[str, str]]) -> tuple[int, int]:
 
     convs = [Conversation(id=f"c{k}", turns=((Turn(role="assistant", text=ctx),) if ctx else ()) +
                           (Turn(role="user", text=text),)) for k, (ctx, text) in enumerate(turns)]
-    found = extractor.extract_many(convs, builtin_schema())
+    found = extract_in_slices(extractor, convs, builtin_schema())
     return sum(any(c.evidence == "stated" for c in cands) for cands in found), len(convs)
 
 
@@ -127,4 +128,21 @@ def register(app: typer.Typer) -> None:
         result["tallies"] = {k: {"right": sum(v.right.values()), "cases": sum(v.cases.values()), **v.counts,
                                  "f1": v.f1(), "detail_f1": v.detail_f1()} for k, v in tallies.items()}
         (out / "results.json").write_text(json.dumps(result, indent=1, default=str))
+        write_results("reader", out, md, headline(result, split), summary=result, machine=result["machine"])
         typer.echo(md)
+
+
+def headline(result: dict, split: str) -> list[Figure]:
+    """README's figures of a reader run: F1 on the written turns and false stores on SLURP's spoken commands; the
+    other groups, chit-chat and the speed on the page."""
+    figs = []
+    for name, t in result["tallies"].items():
+        if name.startswith("SLURP"):   # commands carry no preference: every store is a false one
+            figs.append(Figure(f"reader, {name}: turns with a false store", t.get("false_store", 0) / max(1, t["cases"]), "pct"))
+        else:
+            figs.append(Figure(f"reader, {name}, {split} writers: F1", t["f1"], readme=name == "written"))
+    if "chat_stored" in result:
+        k, n = result["chat_stored"]
+        figs.append(Figure("reader, chit-chat turns stored as a preference", k / max(1, n), "pct", readme=False))
+    figs.append(Figure("reader: reading a turn, in query embeddings", result["speed"]["ratio"], ".2f", "x", readme=False))
+    return figs

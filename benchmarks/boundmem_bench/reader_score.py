@@ -162,6 +162,15 @@ def _detail_names() -> dict[str, str]:
     return _NAMES
 
 
+BATCH = 64   # conversations per extract_many call: the reader encodes a call's turns as one batch, so a whole set at once runs out of memory
+
+
+def extract_in_slices(extractor, conversations: list, schema) -> list:
+    """`extract_many` over `conversations`, BATCH at a time."""
+    return [got for k in range(0, len(conversations), BATCH)
+            for got in extractor.extract_many(conversations[k:k + BATCH], schema)]
+
+
 def run(extractor, rows: list[Row]) -> Tally:
     """Every case through `extractor` (batched per schema when it can)."""
     tally = Tally()
@@ -172,7 +181,7 @@ def run(extractor, rows: list[Row]) -> Tally:
     for name, group in by_schema.items():
         schema = loaded[name]
         if hasattr(extractor, "extract_many"):
-            found = extractor.extract_many([c.conversation for c in group], schema)
+            found = extract_in_slices(extractor, [c.conversation for c in group], schema)
         else:
             found = [extractor.extract(c.conversation, schema).candidates for c in group]
         for case, cands in zip(group, found):

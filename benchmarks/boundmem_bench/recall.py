@@ -25,6 +25,8 @@ from typing import Any, Optional, Sequence
 
 import typer
 
+from .report import machine_info
+from .results import Figure, write_results
 from .recall_sets import (Case, cases, incar_users, related_requests, slurp_requests, smarthome_users, store_users,
                           unrelated_requests)
 
@@ -241,10 +243,24 @@ def register(app: typer.Typer) -> None:
         for p, what in ((carmem, "--carmem"), (slurp, "--slurp")):
             if not p.is_file():
                 raise typer.BadParameter(f"{p} is not a file", param_hint=what)
+        machine = machine_info()
         summary, rows, meta = run_recall(carmem, slurp, embedder, per_request, limit, progress=True)
         out.mkdir(parents=True, exist_ok=True)
         (out / "results.json").write_text(json.dumps({"meta": meta, "summary": summary}, indent=2))
         (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         md = markdown(summary, meta)
         (out / "report.md").write_text(md)
+        write_results("recall", out, md, headline(summary), summary={"meta": meta, "summary": summary}, machine=machine)
         typer.echo(md)
+
+
+def headline(summary: dict) -> list[Figure]:
+    """README's figures of a recall run: the held-out part where there is one (the gate never saw it)."""
+    def part(kind: str) -> tuple[str, dict]:
+        name = next((p for p in ("held_out", "held_out_2", "visible") if kind in summary.get(p, {})), "")
+        return name.replace("_", "-"), summary.get(name, {}).get(kind, {})
+
+    (pr, rel), (pu, unrel), (ps, sl) = part("related"), part("unrelated"), part("slurp")
+    return [Figure(f"recall gate, {pr} related requests: hit@1", rel.get("hit@1")),
+            Figure(f"recall gate, {pu} unrelated requests: nothing injected", (unrel.get("none") or {}).get("library"), "pct"),
+            Figure(f"recall gate, SLURP commands ({ps}): nothing injected", (sl.get("none") or {}).get("library"), "pct")]

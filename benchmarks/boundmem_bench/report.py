@@ -10,6 +10,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -136,13 +137,34 @@ def load_average() -> Optional[tuple[float, float, float]]:
         return None
 
 
+def _git(*args: str) -> Optional[str]:
+    try:
+        r = subprocess.run(["git", *args], cwd=Path(__file__).resolve().parent, capture_output=True, text=True,
+                           timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def code_version() -> dict[str, Any]:
+    """The commit the bench code was loaded from and whether its code differed from it (src/ and the bench package;
+    a results file being written is not a change to the code that measured it)."""
+    commit = _git("rev-parse", "HEAD")
+    top = _git("rev-parse", "--show-toplevel")
+    dirty = None
+    if commit and top:
+        status = _git("-C", top, "status", "--porcelain", "--", "src", "benchmarks/boundmem_bench")
+        dirty = bool(status) if status is not None else None
+    return {"commit": commit, "dirty": dirty}
+
+
 def machine_info() -> dict[str, Any]:
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:
         usable = os.cpu_count()
     return {"cores": os.cpu_count(), "usable_cores": usable, "cpu": _cpu_model(), "platform": platform.platform(),
-            "python": platform.python_version(), "load_average_start": load_average()}
+            "python": platform.python_version(), "load_average_start": load_average(), "code": code_version()}
 
 
 class Stopwatch:

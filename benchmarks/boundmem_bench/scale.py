@@ -29,6 +29,9 @@ import typer
 
 from boundmem.schema.load import builtin_schema
 
+from .report import machine_info
+from .results import Figure, write_results
+
 DIM = 384
 NOW = "2026-12-04T00:00:00+00:00"
 
@@ -256,8 +259,9 @@ def register(app: typer.Typer) -> None:
 
         console = Console()
         out.mkdir(parents=True, exist_ok=True)
+        machine = machine_info()
         tier_list = [int(x) for x in tiers.split(",") if x.strip()]
-        res: dict = {"machine": machine_info(), "per_user": per_user, "queries": queries, "rounds": rounds,
+        res: dict = {"machine": machine, "per_user": per_user, "queries": queries, "rounds": rounds,
                      "tiers": tier_list, "goal_p95_vs_ref": GOAL_P95_VS_REF}
         console.print(f"{res['machine']['cores']} cores, load average {res['machine']['load_average_start']}")
         rows: list[dict] = []
@@ -278,6 +282,7 @@ def register(app: typer.Typer) -> None:
         (out / "results.json").write_text(json.dumps(res, indent=2))
         md = _markdown(res)
         (out / "report.md").write_text(md)
+        write_results("scale", out, md, headline(res), summary=res, machine=machine)
         console.print(md, markup=False, highlight=False)
         for r in res["summary"]:
             verdict = {None: "the reference's own size: its distance from 1.00 is this run's noise", True: "met",
@@ -287,6 +292,24 @@ def register(app: typer.Typer) -> None:
 
 
 _VERDICT_MD = {None: "(noise floor)", True: "met", False: "**NOT MET**"}
+
+
+def headline(res: dict) -> list[Figure]:
+    """README's figures of a scale run: per store and layout, recall p95 at the largest tier and its ratio to the
+    reference tier in the same interleaved rounds."""
+    figs = []
+    largest: dict = {}
+    for r in res.get("summary") or []:
+        key = (r["store"], r.get("layout") or "")
+        if key not in largest or r["users"] > largest[key]["users"]:
+            largest[key] = r
+    for (store, layout), r in largest.items():
+        label = f"{store}" + (f", {layout}" if layout else "")
+        figs += [Figure(f"per-user search p95 at {r['users']:,} users, {label}", r["p95_ms"], ".2f", "ms"),
+                 Figure(f"... over the reference tier, {label}", r["p95_vs_ref"], ".2f", "x", readme=False)]
+    figs.append(Figure("bytes on disk per preference, SQLite, audit included", res["bytes_per_preference"]["total"],
+                       ",.0f", readme=False))
+    return figs
 
 
 def _markdown(res: dict) -> str:
