@@ -97,3 +97,17 @@ def test_query_cache_and_surfaces_are_measured_on_a_model_free_memory(keyword_me
         "library_p95_over_embedding_p95", "http_p95_minus_library_p95_ms", "proxy_overhead_p95_minus_recall_p95_ms"}
     # the proxy learnt every exchange before the next sample started
     assert all(j.finished for u in range(3) for j in keyword_memory.jobs.of_user(_bench_user(u)))
+
+
+def test_throughput_as_clients_grow_is_measured_interleaved_with_the_load_beside(keyword_memory, tmp_path):
+    from boundmem_bench.perf import _bench_user, _concurrency_lines, measure_concurrency, server_args
+
+    keyword_memory.add([{"role": "user", "content": "I always prefer Italian food."}], _bench_user(0))
+    c = measure_concurrency(keyword_memory, ["where should we eat", "any food nearby"], tmp_path,
+                            server_args(keyword_memory, "hash", "keyword", "rules"), clients=(1, 3), per_level=6,
+                            rounds=2, serve_args=("--workers", "2"))
+    for name in ("http", "proxy"):
+        assert c[name]["1"]["n"] == c[name]["3"]["n"] == 12 and len(c[name]["3"]["requests_per_s"]) == 2
+        assert len(c[name]["load_per_round"]) == 2 and c[name]["scaling"] > 0
+    md = "\n".join(_concurrency_lines(c))
+    assert "`--workers 2`" in md and "requests/s at 3 clients / at 1" in md and "re-measure on a quiet machine" in md
