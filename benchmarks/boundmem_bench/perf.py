@@ -255,11 +255,12 @@ def measure_recall_library(mem, queries: list[str]) -> dict:
     """`Memory.recall` end to end (query embedding + store search + opt-out filter), k = 5."""
     mem.embedder.clear_cache()
     lat = []
+    cpu = time.thread_time()
     for i, q in enumerate(queries):
         t = time.perf_counter()
         mem.recall(q, _bench_user(i), k=5)
         lat.append((time.perf_counter() - t) * 1000)
-    return _summary(lat)
+    return {**_summary(lat), "cpu_ms": (time.thread_time() - cpu) * 1000 / max(len(queries), 1)}
 
 
 class _Cli:
@@ -314,6 +315,20 @@ class _Cli:
         self.log.close()
 
 
+def tree_cpu_ms(pid: int) -> float:
+    """CPU time (user + system, ms) used so far by a process and its live descendants (a server's workers), from
+    /proc; NaN where there is none. Unlike latency it does not grow when other work shares the cores."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        own = (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            kids = [int(x) for x in f.read().split()]
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+    return own + sum(tree_cpu_ms(k) for k in kids)
+
+
 def server_args(mem, embedder: str = "minilm", extractor: str = "local", maintainer: str = "local") -> list[str]:
     """The options that make `boundmem serve`/`proxy` open the Memory the bench measures (its SQLite file)."""
     return ["--db", mem.store.path, "--embedder", embedder, "--extractor", extractor, "--maintainer", maintainer]
@@ -326,16 +341,18 @@ def measure_http(mem, queries: list[str], convs: list[Conversation], accept_inte
     import httpx
 
     out: dict = {}
-    with _Cli(["serve", *args], work, "serve") as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BENCH_KEY}"},
-                                            timeout=60) as http:
+    srv = _Cli(["serve", *args], work, "serve")
+    with srv as url, httpx.Client(base_url=url, headers={"Authorization": f"Bearer {BENCH_KEY}"}, timeout=60) as http:
         http.post("/v1/users/user-0/recall", json={"utterance": "warm up", "k": 5}).raise_for_status()
         mem.embedder.clear_cache()
         lat = []
+        cpu = tree_cpu_ms(srv.proc.pid)
         for i, q in enumerate(queries):
             t = time.perf_counter()
             http.post(f"/v1/users/user-{i % 50}/recall", json={"utterance": q, "k": 5}).raise_for_status()
             lat.append((time.perf_counter() - t) * 1000)
-        out["recall"] = _summary(lat)
+        # the server's CPU per recall (its job worker is idle: nothing is queued yet)
+        out["recall"] = {**_summary(lat), "cpu_ms": (tree_cpu_ms(srv.proc.pid) - cpu) / max(len(queries), 1)}
         acc, jobs = [], []
         for i, c in enumerate(convs):
             body = {"id": f"async-{c.id}", "turns": [t.model_dump() for t in c.turns]}
@@ -1038,6 +1055,9 @@ def _contract_lines(lat: dict) -> list[str]:
         r, a, q = h["recall"], h["async_accept"], h["queue_lag"]
         lines += [f"| recall over HTTP (uvicorn, keep-alive) [{b}] | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | "
                   f"{r['p99_ms']:.1f} | p95 <= {t['recall_p95_ms_http']:.0f} | {ok(r['p95_ms'], t['recall_p95_ms_http'])} |",
+                  *([f"| CPU per recall, `boundmem serve` / the library: {r['cpu_ms']:.2f} / {rl['cpu_ms']:.2f} ms "
+                     f"(HTTP {r['cpu_ms'] - rl['cpu_ms']:+.2f} ms; CPU time does not grow with the machine's load) "
+                     "| | | | | |"] if "cpu_ms" in r and "cpu_ms" in rl else []),
                   f"| async ingest accepted over HTTP (202, committed) | {a['p50_ms']:.1f} | {a['p95_ms']:.1f} | "
                   f"{a['p99_ms']:.1f} | p95 <= {t['async_accept_p95_ms']:.0f} | {ok(a['p95_ms'], t['async_accept_p95_ms'])} |",
                   f"| async queue lag, accepted to done ({q['offered_per_s']:.1f} conversations/s offered, "
