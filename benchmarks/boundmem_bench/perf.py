@@ -499,16 +499,18 @@ def _settle(mem, user: str, jobs_before: int, timeout: float = 60.0) -> None:
             mem.jobs.wait(j.id, timeout=max(0.1, end - time.monotonic()))
 
 
-def _load_rounds(send, queries: list[str], clients: list[int], per_level: int, rounds: int, close=None) -> dict:
+def _load_rounds(send, queries: list[str], clients: list[int], per_level: int, rounds: int, close=None,
+                 cpu=lambda: float("nan")) -> dict:
     """Closed-loop load: `c` clients each sending its next request as soon as the last one answered, for each `c` of
     `clients`, the levels interleaved (their order rotates each round) so drift on a shared machine hits every
     level alike. Each request carries a text not sent before (no query-cache hit). `send(client, i, text)` is one
     awaited request, `close()` (awaited at the end) releases the clients' connections. Per level: requests/s per
-    round and pooled latency."""
+    round and pooled latency; `cpu()` (the server's CPU ms so far) gives the cores the server used at each level, and
+    the bench's own CPU time the cores its clients used: on a busy machine, whether the server got the cores."""
     import asyncio
 
     texts = iter(f"{q} ({n})" for n in range(10**9) for q in queries)
-    per: dict[int, dict] = {c: {"rps": [], "ms": []} for c in clients}
+    per: dict[int, dict] = {c: {"rps": [], "ms": [], "server_cores": [], "client_cores": []} for c in clients}
     load: list[float] = []
 
     async def level(c: int) -> None:
@@ -521,9 +523,12 @@ def _load_rounds(send, queries: list[str], clients: list[int], per_level: int, r
                 await send(k, i, text)
                 per[c]["ms"].append((time.perf_counter() - t) * 1000)
 
-        t = time.perf_counter()
+        t, c0, p0 = time.perf_counter(), cpu(), time.process_time()
         await asyncio.gather(*(client(k) for k in range(c)))
-        per[c]["rps"].append(per_level / (time.perf_counter() - t))
+        wall = time.perf_counter() - t
+        per[c]["rps"].append(per_level / wall)
+        per[c]["server_cores"].append((cpu() - c0) / 1000 / wall)
+        per[c]["client_cores"].append((time.process_time() - p0) / wall)
 
     async def run() -> None:
         for r in range(rounds):
@@ -536,6 +541,8 @@ def _load_rounds(send, queries: list[str], clients: list[int], per_level: int, r
     asyncio.run(run())
     return {"load_per_round": load, **{str(c): {"requests_per_s": v["rps"],
                                                 "median_requests_per_s": statistics.median(v["rps"]),
+                                                "server_cores": statistics.median(v["server_cores"]),
+                                                "client_cores": statistics.median(v["client_cores"]),
                                                 **_summary(v["ms"])} for c, v in per.items()}}
 
 
@@ -551,8 +558,9 @@ def measure_concurrency(mem, queries: list[str], work: Path, args: list[str], cl
                  "per_level": per_level, "rounds": rounds, "serve_args": list(serve_args)}
     srv, upstream = _fake_upstream()
     try:
-        with _Cli(["serve", *args, *serve_args], work, "serve-load") as api_url, \
-                _Cli(["proxy", *args, *serve_args, "--upstream", upstream], work, "proxy-load") as proxy_url:
+        api, prx = _Cli(["serve", *args, *serve_args], work, "serve-load"), \
+            _Cli(["proxy", *args, *serve_args, "--upstream", upstream], work, "proxy-load")
+        with api as api_url, prx as proxy_url:
             async def http_recall(http, i: int, text: str) -> None:
                 r = await http.post(f"{api_url}/v1/users/user-{i % 50}/recall", json={"utterance": text, "k": 5},
                                     headers=hdr)
@@ -563,7 +571,7 @@ def measure_concurrency(mem, queries: list[str], work: Path, args: list[str], cl
                     "model": "bench", "user": f"user-{i % 50}", "messages": [{"role": "user", "content": text}]})
                 r.raise_for_status()
 
-            for name, call in (("http", http_recall), ("proxy", proxied)):
+            for name, call, srv_proc in (("http", http_recall, api), ("proxy", proxied, prx)):
                 pool: dict[int, httpx.AsyncClient] = {}
 
                 async def send(k: int, i: int, text: str, call=call, pool=pool) -> None:
@@ -575,7 +583,8 @@ def measure_concurrency(mem, queries: list[str], work: Path, args: list[str], cl
                     for c in pool.values():
                         await c.aclose()
 
-                out[name] = _load_rounds(send, queries, list(clients), per_level, rounds, close)
+                out[name] = _load_rounds(send, queries, list(clients), per_level, rounds, close,
+                                         lambda pid=srv_proc.proc.pid: tree_cpu_ms(pid))
             mem.jobs.drain(mem.add, timeout=600)   # what the proxy learnt, before anything else is measured
     finally:
         srv.shutdown()
@@ -1020,12 +1029,14 @@ def _concurrency_lines(c: dict) -> list[str]:
     lines = [f"Throughput as clients grow (`{workers}`, {c['cores']} cores; {c['per_level']} requests per level and "
              f"round, {c['rounds']} rounds, the levels' order rotating each round; each client sends its next request "
              "when the last is answered, every text new):", "",
-             "| surface | clients | requests/s (median of rounds) | p50 ms | p95 ms | p99 ms | load (1 min) per round |",
-             "|---|---|---|---|---|---|---|"]
+             "| surface | clients | requests/s (median of rounds) | p50 ms | p95 ms | p99 ms | cores used: server / "
+             "clients | load (1 min) per round |", "|---|---|---|---|---|---|---|---|"]
     for name in ("http", "proxy"):
         load = ", ".join(f"{x:.1f}" for x in c[name]["load_per_round"])
         lines += [f"| {name} | {n} | {x['median_requests_per_s']:.1f} | {x['p50_ms']:.1f} | {x['p95_ms']:.1f} | "
-                  f"{x['p99_ms']:.1f} | {load} |" for n in map(str, c["clients"]) for x in [c[name][n]]]
+                  f"{x['p99_ms']:.1f} | {x.get('server_cores', float('nan')):.2f} / "
+                  f"{x.get('client_cores', float('nan')):.2f} | {load} |"
+                  for n in map(str, c["clients"]) for x in [c[name][n]]]
     lines += ["", "| ratio | value | target | |", "|---|---|---|---|"]
     lines += [f"| {name}: requests/s at {hi} clients / at {lo} | {c[name]['scaling']:.2f}x | >= {SCALING_TARGET}x | "
               f"{verdict(c[name]['scaling'] >= SCALING_TARGET)} |" for name in ("http", "proxy")]

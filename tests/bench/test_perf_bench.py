@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from boundmem.cli.root import app, _mount
@@ -31,7 +32,8 @@ def test_perf_harness_measures_both_backends_on_real_conversations(tmp_path, sha
     r = CliRunner().invoke(app, ["bench", "perf", "--data", str(shared_data / "carmem" / "dataset.jsonl"),
                                  "--conversations", "12", "--users", "10", "--queries", "5", "--writers", "0",
                                  "--latency-queries", "10", "--async-conversations", "4", "--cache-recalls", "50",
-                                 "--slurp", str(shared_data / "slurp" / "devel.jsonl"), "--out", str(out)])
+                                 "--slurp", str(shared_data / "slurp" / "devel.jsonl"), "--load-requests", "4",
+                                 "--load-rounds", "1", "--load-clients", "1,2", "--out", str(out)])
     assert r.exit_code == 0, r.output
     res = json.loads((out / "results.json").read_text())
     ex = res["extraction"]
@@ -52,6 +54,13 @@ def test_perf_harness_measures_both_backends_on_real_conversations(tmp_path, sha
     e = res["ingest"]["embedding"]
     assert 0 < e["distinct_per_conversation"] <= e["requested_per_conversation"]
     assert e["encoded_per_distinct_text"] <= 1.0
+    # forward passes per conversation (MiniLM + the reader) equal the distinct texts, and the report says so
+    f, r = res["ingest"]["forward_passes"], res["ingest"]["reader"]
+    assert r["read_per_conversation"] == r["distinct_per_conversation"] > 0
+    assert f["per_conversation"] == pytest.approx(f["distinct_texts_per_conversation"])
+    assert "forward passes per conversation (MiniLM + reader) / distinct texts" in md
+    assert lat["http"]["recall"]["cpu_ms"] > 0 and "CPU per recall" in md
+    assert lat["concurrency"]["http"]["2"]["n"] == 4 and "requests/s at 2 clients / at 1" in md
     assert lat["surfaces"]["library"]["n"] == lat["surfaces"]["proxied"]["n"] == 10
     assert lat["query_cache"]["requests"] == 50 and 0 < lat["query_cache"]["hit_rate"] < 1
     assert "HTTP recall p95 - library p95" in md and "Query cache" in md
