@@ -96,3 +96,12 @@ def test_a_worker_that_fails_before_it_is_ready_is_never_announced():
 
 def test_zero_workers_is_one_per_core():
     assert worker_count(0) == (os.cpu_count() or 1) and worker_count(3) == 3
+
+
+def test_each_worker_takes_its_share_of_the_rate_limits():
+    from boundmem.cli.serve import _throttle
+
+    one, two = _throttle(20.0, None, 5.0), _throttle(20.0, 40, 5.0, workers=2)
+    assert (one.tenant.rate, one.tenant.burst, one.user.rate) == (20.0, 40, 5.0)
+    assert (two.tenant.rate, two.tenant.burst, two.user.rate) == (10.0, 20, 2.5)
+    assert _throttle(0.0, None, 0.0, workers=4).tenant is None
