@@ -105,3 +105,22 @@ def test_each_worker_takes_its_share_of_the_rate_limits():
     assert (one.tenant.rate, one.tenant.burst, one.user.rate) == (20.0, 40, 5.0)
     assert (two.tenant.rate, two.tenant.burst, two.user.rate) == (10.0, 20, 2.5)
     assert _throttle(0.0, None, 0.0, workers=4).tenant is None
+
+
+def test_each_worker_listens_on_its_own_socket_on_the_shared_port():
+    """On one shared socket, whichever worker wakes first accepts every waiting connection; with SO_REUSEPORT each
+    worker has its own socket and the kernel spreads connections over them as they arrive."""
+    from boundmem.cli.serve import _listen
+    from boundmem.cli.workers import worker_socket
+
+    shared = _listen("127.0.0.1", 0, reuse_port=True)
+    address = shared.getsockname()
+    own = worker_socket(shared)
+    try:
+        assert own is not shared and own.getsockname() == address
+        assert own.proto == socket.IPPROTO_TCP   # the protocol named, as _listen's (Nagle off on what it accepts)
+    finally:
+        own.close()
+    alone = _listen("127.0.0.1", 0)
+    assert worker_socket(alone) is alone   # one worker: the socket as bound
+    alone.close()

@@ -52,7 +52,7 @@ def proxy(upstream: str = typer.Option(None, "--upstream", callback=cli_default(
 
     n = worker_count(workers)
     factory = _memory_factory(db, schema, extractor, maintainer, embedder)
-    sock = _listen(host, port)   # as serve: a taken port is one clear error before the models load (exit 1)
+    sock = _listen(host, port, reuse_port=n > 1)   # as serve: a taken port is one clear error before the models load (exit 1)
     port = sock.getsockname()[1]
 
     def build():

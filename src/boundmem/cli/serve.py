@@ -21,9 +21,10 @@ def _fail(msg: str) -> None:
     raise typer.Exit(2)
 
 
-def _listen(host: str, port: int):
+def _listen(host: str, port: int, reuse_port: bool = False):
     """The listening socket, bound before anything is loaded or announced and handed to uvicorn, so a taken port
-    is one clear error (exit 1, README's "serve failed") instead of "serving ..." followed by uvicorn's exit 3."""
+    is one clear error (exit 1, README's "serve failed") instead of "serving ..." followed by uvicorn's exit 3.
+    `reuse_port` (several workers): the workers bind sockets of their own beside it (cli/workers.py)."""
     import socket
 
     try:
@@ -35,6 +36,8 @@ def _listen(host: str, port: int):
     # and with it on, a response written as headers then body waits ~40 ms for the client's delayed ACK
     sock = socket.socket(family, socket.SOCK_STREAM, infos[0][2] or socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port and hasattr(socket, "SO_REUSEPORT"):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind(infos[0][4])
     except OSError as e:
@@ -134,14 +137,14 @@ def _run_servers(sock, workers: int, build, banner: str) -> None:
     """Serve the app `build()` makes on `sock`: in this process (one worker), or in `workers` forked processes that
     each build their own (cli/workers.py says why processes). A worker that ends on its own ends the server with
     its exit code."""
-    from .workers import run_workers
+    from .workers import run_workers, worker_socket
 
     if workers == 1:
         app = build()
         typer.echo(banner, err=True)
         _uvicorn(app, sock)
         return
-    code = run_workers(workers, sock, lambda ready: _uvicorn(build(), sock, ready),
+    code = run_workers(workers, sock, lambda ready: _uvicorn(build(), worker_socket(sock), ready),
                        lambda: typer.echo(f"{banner}, {workers} worker processes", err=True))
     if code:
         raise typer.Exit(code)
@@ -193,7 +196,7 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
     n = worker_count(workers)
     limits = _limits(max_turns, max_turn_chars, max_total_chars)
     factory = _memory_factory(db, schema, extractor, maintainer, embedder)
-    sock = _listen(host, port)
+    sock = _listen(host, port, reuse_port=n > 1)
     port = sock.getsockname()[1]   # --port 0: the one the system chose
 
     def build():

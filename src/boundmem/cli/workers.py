@@ -7,8 +7,9 @@ lets readers and the one writer work side by side; the job queue's leases let ev
 
 Why fork and not uvicorn's own supervisor: uvicorn spawns its workers and re-imports the app by name, which the
 servers here cannot offer (the app is built from the command line's options). Each child builds its own Memory after
-the fork (a model session is never shared between processes), says when it is warm, and runs uvicorn on the
-inherited socket; the parent only waits, forwards SIGTERM/SIGINT, and stops every worker when one of them ends.
+the fork (a model session is never shared between processes), says when it is warm, and runs uvicorn on its own
+socket on the port (`worker_socket`); the parent only holds the port, waits, forwards SIGTERM/SIGINT, and stops
+every worker when one of them ends.
 """
 from __future__ import annotations
 
@@ -21,6 +22,22 @@ import traceback
 from typing import Callable
 
 Ready = Callable[[], None]
+
+
+def worker_socket(shared: socket.socket) -> socket.socket:
+    """This worker's own listening socket on the shared socket's address, where the shared one has SO_REUSEPORT: the
+    kernel then hands each new connection to one of the workers' sockets as it arrives. On one shared socket,
+    whichever worker wakes first accepts every connection waiting (asyncio accepts all it can at once), and one
+    worker ends up with most clients while another idles. Without SO_REUSEPORT: the shared socket."""
+    reuse = getattr(socket, "SO_REUSEPORT", None)
+    if reuse is None or not shared.getsockopt(socket.SOL_SOCKET, reuse):
+        return shared
+    own = socket.socket(shared.family, shared.type, shared.proto)
+    own.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    own.setsockopt(socket.SOL_SOCKET, reuse, 1)
+    own.bind(shared.getsockname())
+    shared.close()   # this process's copy: the parent's keeps the port
+    return own
 
 
 def worker_count(requested: int) -> int:
