@@ -1,9 +1,10 @@
-"""Worker processes for `serve --workers N` and `proxy --workers N`: one listening socket, N processes accepting on it.
+"""Worker processes for `serve --workers N` and `proxy --workers N`: one port, N processes serving it.
 
-Why processes and not threads: a recall is one forward pass and a search (~10 ms), much of it Python holding the GIL
-(HTTP parsing, validation, the answer's JSON); threads of one process take turns on it, so one server never used more
-than one core however many clients waited. Processes share nothing but the socket and the store (SQLite in WAL mode
-lets readers and the one writer work side by side; the job queue's leases let every worker's job thread drain it).
+Why processes and not threads: a recall is one forward pass and a search, and much of a request around it is Python
+holding the GIL (HTTP parsing, validation, the answer's JSON); threads of one process take turns on it, so one server
+never used more than one core however many clients waited. Processes share nothing but the port and the store
+(SQLite in WAL mode lets readers and the one writer work side by side; the job queue's leases let every worker's job
+thread drain it).
 
 Why fork and not uvicorn's own supervisor: uvicorn spawns its workers and re-imports the app by name, which the
 servers here cannot offer (the app is built from the command line's options). Each child builds its own Memory after
