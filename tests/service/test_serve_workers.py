@@ -35,8 +35,8 @@ def _start(tmp_path, *extra: str) -> tuple[subprocess.Popen, str]:
 
 
 def _children(pid: int) -> set[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return {int(x) for x in out.split()}
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return {int(x) for x in f.read().split()}
 
 
 def test_workers_share_the_store_tokens_and_revocations_and_stop_together(tmp_path):
