@@ -499,98 +499,105 @@ def _settle(mem, user: str, jobs_before: int, timeout: float = 60.0) -> None:
             mem.jobs.wait(j.id, timeout=max(0.1, end - time.monotonic()))
 
 
-def _load_rounds(send, queries: list[str], clients: list[int], per_level: int, rounds: int, close=None,
-                 cpu=lambda: float("nan")) -> dict:
+async def _load_rounds(targets: dict, queries: list[str], clients: list[int], per_level: int, rounds: int) -> dict:
     """Closed-loop load: `c` clients each sending its next request as soon as the last one answered, for each `c` of
-    `clients`, the levels interleaved (their order rotates each round) so drift on a shared machine hits every
-    level alike. Each request carries a text not sent before (no query-cache hit). `send(client, i, text)` is one
-    awaited request, `close()` (awaited at the end) releases the clients' connections. Per level: requests/s per
-    round and pooled latency; `cpu()` (the server's CPU ms so far) gives the cores the server used at each level, and
-    the bench's own CPU time the cores its clients used: on a busy machine, whether the server got the cores."""
+    `clients` and each target (a server), every (target, c) level interleaved in each round and their order rotating
+    from round to round, so drift on a shared machine hits every level alike. Each request carries a text not sent
+    before (no query-cache hit). `targets`: name -> (send, cpu), `send(client, i, text)` one awaited request,
+    `cpu()` the server's CPU ms so far. Per target and level: requests/s per round, pooled latency, the cores the
+    server used and the cores the bench's clients used (on a busy machine: whether the server got the cores)."""
     import asyncio
 
     texts = iter(f"{q} ({n})" for n in range(10**9) for q in queries)
-    per: dict[int, dict] = {c: {"rps": [], "ms": [], "server_cores": [], "client_cores": []} for c in clients}
+    levels = [(name, c) for c in clients for name in targets]
+    per = {lv: {"rps": [], "ms": [], "server_cores": [], "client_cores": []} for lv in levels}
     load: list[float] = []
 
-    async def level(c: int) -> None:
-        todo = [(i, next(texts)) for i in range(per_level)]
-        it = iter(todo)
+    async def level(name: str, c: int) -> None:
+        send, cpu = targets[name]
+        it = iter([(i, next(texts)) for i in range(per_level)])
+        got = per[(name, c)]
 
         async def client(k: int) -> None:
             for i, text in it:
                 t = time.perf_counter()
                 await send(k, i, text)
-                per[c]["ms"].append((time.perf_counter() - t) * 1000)
+                got["ms"].append((time.perf_counter() - t) * 1000)
 
         t, c0, p0 = time.perf_counter(), cpu(), time.process_time()
         await asyncio.gather(*(client(k) for k in range(c)))
         wall = time.perf_counter() - t
-        per[c]["rps"].append(per_level / wall)
-        per[c]["server_cores"].append((cpu() - c0) / 1000 / wall)
-        per[c]["client_cores"].append((time.process_time() - p0) / wall)
+        got["rps"].append(per_level / wall)
+        got["server_cores"].append((cpu() - c0) / 1000 / wall)
+        got["client_cores"].append((time.process_time() - p0) / wall)
 
-    async def run() -> None:
-        for r in range(rounds):
-            load.append(os.getloadavg()[0])
-            for j in range(len(clients)):
-                await level(clients[(r + j) % len(clients)])
-        if close is not None:
-            await close()
-
-    asyncio.run(run())
-    return {"load_per_round": load, **{str(c): {"requests_per_s": v["rps"],
-                                                "median_requests_per_s": statistics.median(v["rps"]),
-                                                "server_cores": statistics.median(v["server_cores"]),
-                                                "client_cores": statistics.median(v["client_cores"]),
-                                                **_summary(v["ms"])} for c, v in per.items()}}
+    for r in range(rounds):
+        load.append(os.getloadavg()[0])
+        for j in range(len(levels)):
+            await level(*levels[(r + j) % len(levels)])
+    return {name: {"load_per_round": load, **{str(c): {
+        "requests_per_s": v["rps"], "median_requests_per_s": statistics.median(v["rps"]),
+        "server_cores": statistics.median(v["server_cores"]), "client_cores": statistics.median(v["client_cores"]),
+        **_summary(v["ms"])} for (n, c), v in per.items() if n == name}} for name in targets}
 
 
 def measure_concurrency(mem, queries: list[str], work: Path, args: list[str], clients: tuple[int, ...] = (1, 4, 16),
-                        per_level: int = 120, rounds: int = 3, serve_args: tuple[str, ...] = ()) -> dict:
-    """Recall throughput and latency as clients grow, over HTTP (`boundmem serve` with `serve_args`) and through
-    `boundmem proxy` (an instant upstream), each server in its own process with the machine's load stated: what a
-    deployment gets from the cores it has."""
+                        per_level: int = 120, rounds: int = 3, serve_args: tuple[str, ...] = (),
+                        reference_args: Optional[tuple[str, ...]] = None) -> dict:
+    """Recall throughput and latency as clients grow, over HTTP (`boundmem serve` with `serve_args`), through
+    `boundmem proxy` (an instant upstream) and, with `reference_args`, over HTTP from a second `boundmem serve` with
+    those (`--workers 1`: what the workers add), each server in its own process, all in the same interleaved rounds,
+    with the machine's load stated: what a deployment gets from the cores it has."""
+    import asyncio
+
     import httpx
 
     hdr = {"Authorization": f"Bearer {BENCH_KEY}"}
     out: dict = {"cores": os.cpu_count(), "load_average_before": list(os.getloadavg()), "clients": list(clients),
-                 "per_level": per_level, "rounds": rounds, "serve_args": list(serve_args)}
+                 "per_level": per_level, "rounds": rounds, "serve_args": list(serve_args),
+                 "reference_args": list(reference_args) if reference_args is not None else None}
     srv, upstream = _fake_upstream()
-    try:
-        api, prx = _Cli(["serve", *args, *serve_args], work, "serve-load"), \
-            _Cli(["proxy", *args, *serve_args, "--upstream", upstream], work, "proxy-load")
-        with api as api_url, prx as proxy_url:
-            async def http_recall(http, i: int, text: str) -> None:
-                r = await http.post(f"{api_url}/v1/users/user-{i % 50}/recall", json={"utterance": text, "k": 5},
-                                    headers=hdr)
-                r.raise_for_status()
+    servers = {"http": ["serve", *args, *serve_args], "proxy": ["proxy", *args, *serve_args, "--upstream", upstream]}
+    if reference_args is not None:
+        servers["http_reference"] = ["serve", *args, *reference_args]
+    clis = {name: _Cli(cmd, work, f"{name}-load") for name, cmd in servers.items()}
+    pools: dict[str, dict[int, httpx.AsyncClient]] = {name: {} for name in servers}
 
-            async def proxied(http, i: int, text: str) -> None:
-                r = await http.post(f"{proxy_url}/v1/chat/completions", headers=hdr, json={
+    def target(name: str, url: str):
+        async def send(k: int, i: int, text: str) -> None:
+            pool = pools[name]
+            if k not in pool:   # one keep-alive connection per client, as a deployment's callers hold
+                pool[k] = httpx.AsyncClient(timeout=120)
+            if name == "proxy":
+                r = await pool[k].post(f"{url}/v1/chat/completions", headers=hdr, json={
                     "model": "bench", "user": f"user-{i % 50}", "messages": [{"role": "user", "content": text}]})
-                r.raise_for_status()
+            else:
+                r = await pool[k].post(f"{url}/v1/users/user-{i % 50}/recall", json={"utterance": text, "k": 5},
+                                       headers=hdr)
+            r.raise_for_status()
 
-            for name, call, srv_proc in (("http", http_recall, api), ("proxy", proxied, prx)):
-                pool: dict[int, httpx.AsyncClient] = {}
+        return send, lambda pid=clis[name].proc.pid: tree_cpu_ms(pid)
 
-                async def send(k: int, i: int, text: str, call=call, pool=pool) -> None:
-                    if k not in pool:   # one keep-alive connection per client, as a deployment's callers hold
-                        pool[k] = httpx.AsyncClient(timeout=120)
-                    await call(pool[k], i, text)
+    async def run(targets: dict) -> dict:
+        try:
+            return await _load_rounds(targets, queries, list(clients), per_level, rounds)
+        finally:
+            await asyncio.gather(*(c.aclose() for p in pools.values() for c in p.values()))
 
-                async def close(pool=pool) -> None:
-                    for c in pool.values():
-                        await c.aclose()
-
-                out[name] = _load_rounds(send, queries, list(clients), per_level, rounds, close,
-                                         lambda pid=srv_proc.proc.pid: tree_cpu_ms(pid))
-            mem.jobs.drain(mem.add, timeout=600)   # what the proxy learnt, before anything else is measured
+    try:
+        urls = {name: cli.__enter__() for name, cli in clis.items()}
+        out.update(asyncio.run(run({name: target(name, url) for name, url in urls.items()})))
+        mem.jobs.drain(mem.add, timeout=600)   # what the proxy learnt, before anything else is measured
     finally:
+        for cli in clis.values():
+            if hasattr(cli, "proc"):
+                cli.__exit__()
         srv.shutdown()
     lo, hi = str(min(clients)), str(max(clients))
-    for name in ("http", "proxy"):
+    for name in servers:
         out[name]["scaling"] = out[name][hi]["median_requests_per_s"] / out[name][lo]["median_requests_per_s"]
+    if reference_args is not None:
+        out["workers_gain"] = out["http"][hi]["median_requests_per_s"] / out["http_reference"][hi]["median_requests_per_s"]
     out["load_average_after"] = list(os.getloadavg())
     return out
 
@@ -761,7 +768,10 @@ def register(app: typer.Typer) -> None:
                                               "throughput measurement (comma-separated)."),
              load_requests: int = typer.Option(120, "--load-requests", min=0, help="Requests per level and round "
                                                "of the throughput measurement; 0 skips it."),
-             load_rounds: int = typer.Option(3, "--load-rounds", min=1, help="Interleaved rounds of the levels.")):
+             load_rounds: int = typer.Option(3, "--load-rounds", min=1, help="Interleaved rounds of the levels."),
+             reference_workers: int = typer.Option(1, "--reference-workers", min=0, help="`--workers` of a second "
+                                                   "`boundmem serve` measured in the same rounds, for comparison "
+                                                   "(0: none).")):
         """Extraction/embedding throughput, ingest throughput, recall latency as users grow, concurrent writers."""
         from rich.console import Console
 
@@ -797,7 +807,8 @@ def register(app: typer.Typer) -> None:
                                       "rounds, HTTP and proxy ...")
                         lat["concurrency"] = measure_concurrency(
                             mem, qs, work, server_args(mem), tuple(int(x) for x in load_clients.split(",")),
-                            load_requests, load_rounds, workers)
+                            load_requests, load_rounds, workers,
+                            ("--workers", str(reference_workers)) if reference_workers else None)
                     if cache_recalls:
                         console.print("the query cache on a repeated-command stream ...")
                         lat["query_cache"] = measure_query_cache(
@@ -1031,15 +1042,20 @@ def _concurrency_lines(c: dict) -> list[str]:
              "when the last is answered, every text new):", "",
              "| surface | clients | requests/s (median of rounds) | p50 ms | p95 ms | p99 ms | cores used: server / "
              "clients | load (1 min) per round |", "|---|---|---|---|---|---|---|---|"]
-    for name in ("http", "proxy"):
+    names = [n for n in ("http", "proxy", "http_reference") if n in c]
+    label = {"http": "http", "proxy": "proxy", "http_reference": f"http `{' '.join(c.get('reference_args') or [])}`"}
+    for name in names:
         load = ", ".join(f"{x:.1f}" for x in c[name]["load_per_round"])
-        lines += [f"| {name} | {n} | {x['median_requests_per_s']:.1f} | {x['p50_ms']:.1f} | {x['p95_ms']:.1f} | "
+        lines += [f"| {label[name]} | {n} | {x['median_requests_per_s']:.1f} | {x['p50_ms']:.1f} | {x['p95_ms']:.1f} | "
                   f"{x['p99_ms']:.1f} | {x.get('server_cores', float('nan')):.2f} / "
                   f"{x.get('client_cores', float('nan')):.2f} | {load} |"
                   for n in map(str, c["clients"]) for x in [c[name][n]]]
     lines += ["", "| ratio | value | target | |", "|---|---|---|---|"]
     lines += [f"| {name}: requests/s at {hi} clients / at {lo} | {c[name]['scaling']:.2f}x | >= {SCALING_TARGET}x | "
               f"{verdict(c[name]['scaling'] >= SCALING_TARGET)} |" for name in ("http", "proxy")]
+    if "workers_gain" in c:
+        lines.append(f"| http at {hi} clients: `{workers}` / `{' '.join(c['reference_args'])}` | "
+                     f"{c['workers_gain']:.2f}x | | |")
     lines += [f"", f"Load average (1 min) before / after: {c['load_average_before'][0]:.1f} / "
               f"{c['load_average_after'][0]:.1f} on {c['cores']} cores: a ratio measured beside other work is depressed; "
               "re-measure on a quiet machine.", ""]

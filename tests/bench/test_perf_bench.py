@@ -114,9 +114,12 @@ def test_throughput_as_clients_grow_is_measured_interleaved_with_the_load_beside
     keyword_memory.add([{"role": "user", "content": "I always prefer Italian food."}], _bench_user(0))
     c = measure_concurrency(keyword_memory, ["where should we eat", "any food nearby"], tmp_path,
                             server_args(keyword_memory, "hash", "keyword", "rules"), clients=(1, 3), per_level=6,
-                            rounds=2, serve_args=("--workers", "2"))
-    for name in ("http", "proxy"):
+                            rounds=2, serve_args=("--workers", "2"), reference_args=("--workers", "1"))
+    for name in ("http", "proxy", "http_reference"):
         assert c[name]["1"]["n"] == c[name]["3"]["n"] == 12 and len(c[name]["3"]["requests_per_s"]) == 2
         assert len(c[name]["load_per_round"]) == 2 and c[name]["scaling"] > 0
+        assert c[name]["3"]["server_cores"] >= 0
+    assert c["workers_gain"] > 0
     md = "\n".join(_concurrency_lines(c))
     assert "`--workers 2`" in md and "requests/s at 3 clients / at 1" in md and "re-measure on a quiet machine" in md
+    assert "http `--workers 1` | 3 |" in md and "`--workers 2` / `--workers 1`" in md
