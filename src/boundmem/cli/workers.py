@@ -49,26 +49,36 @@ def worker_count(requested: int) -> int:
 def run_workers(n: int, sock: socket.socket, child: Callable[[Ready], None], announce: Callable[[], None]) -> int:
     """Fork `n` processes that each run `child(ready)` (it calls `ready()` once its models are warm, then serves on
     `sock` until told to stop); `announce()` runs in the parent once all are ready. Returns the exit code: 0 when
-    stopped by a signal, else that of the first worker that ended on its own (the others are then stopped)."""
+    stopped by a signal, else that of the first worker that ended on its own (the others are then stopped).
+
+    One worker is started after the other is ready: workers opening a new store at the same moment would race to
+    create it (SQLite refuses a second connection switching a new file to WAL mode), and loading models one at a
+    time keeps the start's peak memory to one load."""
     r, w = os.pipe()
     pids: list[int] = []
-    for _ in range(n):
-        pid = os.fork()
-        if pid == 0:   # the worker: never returns into the parent's code
-            os.close(r)
-            os._exit(_run_child(child, lambda: os.write(w, b".")))
-        pids.append(pid)
-    os.close(w)
     stopping: list[int] = []
+    ended: dict[int, int] = {}   # worker pid -> wait status, for those that ended before all were ready
 
     def stop(signum, _frame) -> None:
         stopping.append(signum)
         _signal_all(pids, signal.SIGTERM)
 
     old = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
-    ended: dict[int, int] = {}   # worker pid -> wait status, for those that ended before all were ready
     try:
-        if _await_ready(r, n, pids, ended):
+        ready = True
+        for _ in range(n):
+            if stopping:
+                break
+            pid = os.fork()
+            if pid == 0:   # the worker: never returns into the parent's code
+                os.close(r)
+                os._exit(_run_child(child, lambda: os.write(w, b".")))
+            pids.append(pid)
+            ready = _await_ready(r, pids, ended)
+            if not ready:
+                break
+        os.close(w)
+        if ready and not stopping:
             announce()
         return _supervise(pids, stopping, ended)
     finally:
@@ -93,24 +103,18 @@ def _run_child(child: Callable[[Ready], None], ready: Ready) -> int:
         sys.stderr.flush()
 
 
-def _await_ready(r: int, n: int, pids: list[int], ended: dict[int, int]) -> bool:
-    """Until every worker has said it is warm (True) or one of them has ended first (False, in `ended`)."""
-    got = 0
-    while got < n:
+def _await_ready(r: int, pids: list[int], ended: dict[int, int]) -> bool:
+    """Until the last worker started says it is warm (True) or a worker has ended first (False, in `ended`)."""
+    while True:
         readable, _, _ = select.select([r], [], [], 0.2)
-        if readable:
-            data = os.read(r, n - got)
-            if not data:
-                return False
-            got += len(data)
-        else:
-            for p in pids:
-                pid, status = os.waitpid(p, os.WNOHANG)
-                if pid:
-                    ended[pid] = status
-            if ended:
-                return False
-    return True
+        if readable and os.read(r, 1):
+            return True
+        for p in pids:
+            pid, status = os.waitpid(p, os.WNOHANG)
+            if pid:
+                ended[pid] = status
+        if ended:
+            return False
 
 
 def _supervise(pids: list[int], stopping: list[int], ended: dict[int, int]) -> int:
