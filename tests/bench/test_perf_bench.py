@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from boundmem.cli.root import app, _mount
@@ -31,7 +32,8 @@ def test_perf_harness_measures_both_backends_on_real_conversations(tmp_path, sha
     r = CliRunner().invoke(app, ["bench", "perf", "--data", str(shared_data / "carmem" / "dataset.jsonl"),
                                  "--conversations", "12", "--users", "10", "--queries", "5", "--writers", "0",
                                  "--latency-queries", "10", "--async-conversations", "4", "--cache-recalls", "50",
-                                 "--slurp", str(shared_data / "slurp" / "devel.jsonl"), "--out", str(out)])
+                                 "--slurp", str(shared_data / "slurp" / "devel.jsonl"), "--load-requests", "4",
+                                 "--load-rounds", "1", "--load-clients", "1,2", "--out", str(out)])
     assert r.exit_code == 0, r.output
     res = json.loads((out / "results.json").read_text())
     ex = res["extraction"]
@@ -52,6 +54,13 @@ def test_perf_harness_measures_both_backends_on_real_conversations(tmp_path, sha
     e = res["ingest"]["embedding"]
     assert 0 < e["distinct_per_conversation"] <= e["requested_per_conversation"]
     assert e["encoded_per_distinct_text"] <= 1.0
+    # forward passes per conversation (MiniLM + the reader) equal the distinct texts, and the report says so
+    f, r = res["ingest"]["forward_passes"], res["ingest"]["reader"]
+    assert r["read_per_conversation"] == r["distinct_per_conversation"] > 0
+    assert f["per_conversation"] == pytest.approx(f["distinct_texts_per_conversation"])
+    assert "forward passes per conversation (MiniLM + reader) / distinct texts" in md
+    assert lat["http"]["recall"]["cpu_ms"] > 0 and "CPU per recall" in md
+    assert lat["concurrency"]["http"]["2"]["n"] == 4 and "requests/s at 2 clients / at 1" in md
     assert lat["surfaces"]["library"]["n"] == lat["surfaces"]["proxied"]["n"] == 10
     assert lat["query_cache"]["requests"] == 50 and 0 < lat["query_cache"]["hit_rate"] < 1
     assert "HTTP recall p95 - library p95" in md and "Query cache" in md
@@ -97,3 +106,20 @@ def test_query_cache_and_surfaces_are_measured_on_a_model_free_memory(keyword_me
         "library_p95_over_embedding_p95", "http_p95_minus_library_p95_ms", "proxy_overhead_p95_minus_recall_p95_ms"}
     # the proxy learnt every exchange before the next sample started
     assert all(j.finished for u in range(3) for j in keyword_memory.jobs.of_user(_bench_user(u)))
+
+
+def test_throughput_as_clients_grow_is_measured_interleaved_with_the_load_beside(keyword_memory, tmp_path):
+    from boundmem_bench.perf import _bench_user, _concurrency_lines, measure_concurrency, server_args
+
+    keyword_memory.add([{"role": "user", "content": "I always prefer Italian food."}], _bench_user(0))
+    c = measure_concurrency(keyword_memory, ["where should we eat", "any food nearby"], tmp_path,
+                            server_args(keyword_memory, "hash", "keyword", "rules"), clients=(1, 3), per_level=6,
+                            rounds=2, serve_args=("--workers", "2"), reference_args=("--workers", "1"))
+    for name in ("http", "proxy", "http_reference"):
+        assert c[name]["1"]["n"] == c[name]["3"]["n"] == 12 and len(c[name]["3"]["requests_per_s"]) == 2
+        assert len(c[name]["load_per_round"]) == 2 and c[name]["scaling"] > 0
+        assert c[name]["3"]["server_cores"] >= 0
+    assert c["workers_gain"] > 0
+    md = "\n".join(_concurrency_lines(c))
+    assert "`--workers 2`" in md and "requests/s at 3 clients / at 1" in md and "re-measure on a quiet machine" in md
+    assert "http `--workers 1` | 3 |" in md and "`--workers 2` / `--workers 1`" in md

@@ -2,6 +2,7 @@
 system message, forwards to the upstream model server and learns from the exchange in the background."""
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -10,7 +11,9 @@ import typer
 from .options import DB, EMBEDDER, EXTRACTOR, MAINTAINER, SCHEMA, ErrorExitGroup, cli_default, cli_settings
 from ..config import secret_from
 from .serve import (BURST, KEYS, MAX_BODY, MAX_TOTAL_CHARS, MAX_TURN_CHARS, MAX_TURNS, RATE, SECRET, STATE,
-                           USER_RATE, _fail, _issuer, _limits, _listen, _load_keys, _memory_factory, _throttle)
+                    USER_RATE, WORKERS, _fail, _issuer_factory, _limits, _listen, _load_keys, _memory_factory,
+                    _run_servers, _throttle)
+from .workers import worker_count
 
 app = typer.Typer(help=__doc__, add_completion=False, invoke_without_command=True, cls=ErrorExitGroup)
 
@@ -39,7 +42,8 @@ def proxy(upstream: str = typer.Option(None, "--upstream", callback=cli_default(
           rate: float = RATE, burst: Optional[int] = BURST, user_rate: float = USER_RATE,
           forward_user: bool = typer.Option(False, "--forward-user/--no-forward-user",
                                             help="Send the request's `user` field on to the upstream (default: "
-                                                 "removed, the end user's id stays here).")):
+                                                 "removed, the end user's id stays here)."),
+          workers: int = WORKERS):
     """Serve the memory proxy (point any OpenAI SDK's base_url at http://HOST:PORT/v1)."""
     if not upstream:
         _fail("--upstream is required: the OpenAI-compatible base URL of the model server")
@@ -49,25 +53,24 @@ def proxy(upstream: str = typer.Option(None, "--upstream", callback=cli_default(
 
     memory_format = MemoryFormat.from_file(cli_settings().service.memory_template)
 
+    n = worker_count(workers)
     factory = _memory_factory(db, schema, extractor, maintainer, embedder)
-    sock = _listen(host, port)   # as serve: a taken port is one clear error before the models load (exit 1)
+    sock = _listen(host, port, reuse_port=n > 1)   # as serve: a taken port is one clear error before the models load (exit 1)
     port = sock.getsockname()[1]
-    try:
-        typer.echo("loading models ...", err=True)
+
+    def build():
         mem = factory()
         mem.warm()
-        import uvicorn
+        return create_proxy(mem, ring, upstream, upstream_key=secret_from(upstream_key_env), k=k, tokens=issuer(),
+                            timeout=timeout, max_body_bytes=max_body, rate_limit=_throttle(rate, burst, user_rate, n),
+                            limits=_limits(max_turns, max_turn_chars, max_total_chars), forward_user=forward_user,
+                            gate=gate, min_score=min_score, memory_format=memory_format)
 
-        typer.echo(f"boundmem proxy for {upstream} on http://{host}:{port}/v1 ({len(ring.tenants)} tenant(s))", err=True)
-        proxy_app = create_proxy(mem, ring, upstream, upstream_key=secret_from(upstream_key_env), k=k,
-                                 tokens=_issuer(token_secret, token_state), timeout=timeout, max_body_bytes=max_body,
-                                 rate_limit=_throttle(rate, burst, user_rate),
-                                 limits=_limits(max_turns, max_turn_chars, max_total_chars), forward_user=forward_user,
-                                 gate=gate, min_score=min_score, memory_format=memory_format)
-        from ..service.accesslog import install
-
-        config = uvicorn.Config(proxy_app, host=host, port=port, log_level="info")
-        install()
-        uvicorn.Server(config).run(sockets=[sock])
+    try:
+        with tempfile.TemporaryDirectory(prefix="boundmem-proxy-") as shared:
+            issuer = _issuer_factory(token_secret, token_state, shared_dir=Path(shared) if n > 1 else None)
+            typer.echo("loading models ...", err=True)
+            _run_servers(sock, n, build, f"boundmem proxy for {upstream} on http://{host}:{port}/v1 "
+                                         f"({len(ring.tenants)} tenant(s))")
     finally:
         sock.close()

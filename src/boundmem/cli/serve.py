@@ -1,12 +1,14 @@
 """`boundmem serve`: the HTTP API + transparency page (default), and `boundmem serve mcp` (stdio MCP server)."""
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from .options import DB, EMBEDDER, EXTRACTOR, MAINTAINER, SCHEMA, ErrorExitGroup, cli_default, cli_settings
+from .workers import worker_count
 from ..errors import ConfigError, InputError
 
 app = typer.Typer(help=__doc__, add_completion=False, invoke_without_command=True, cls=ErrorExitGroup)
@@ -19,9 +21,10 @@ def _fail(msg: str) -> None:
     raise typer.Exit(2)
 
 
-def _listen(host: str, port: int):
+def _listen(host: str, port: int, reuse_port: bool = False):
     """The listening socket, bound before anything is loaded or announced and handed to uvicorn, so a taken port
-    is one clear error (exit 1, the exit table in docs/reference/errors.md) instead of "serving ..." followed by uvicorn's exit 3."""
+    is one clear error (exit 1, the exit table in docs/reference/errors.md) instead of "serving ..." followed by uvicorn's exit 3.
+    `reuse_port` (several workers): the workers bind sockets of their own beside it (cli/workers.py)."""
     import socket
 
     try:
@@ -33,6 +36,8 @@ def _listen(host: str, port: int):
     # and with it on, a response written as headers then body waits ~40 ms for the client's delayed ACK
     sock = socket.socket(family, socket.SOCK_STREAM, infos[0][2] or socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port and hasattr(socket, "SO_REUSEPORT"):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind(infos[0][4])
     except OSError as e:
@@ -84,12 +89,19 @@ BURST = typer.Option(None, "--burst", min=1, help="Bucket size for --rate-limit 
 USER_RATE = typer.Option(5.0, "--user-rate-limit", min=0.0,
                          help="Requests per second per user token, inside its tenant's limit (0: none; burst: 4x).")
 MAX_BODY = typer.Option(1_000_000, "--max-body-bytes", min=1, help="Refuse request bodies larger than this with 413.")
+WORKERS = typer.Option(1, "--workers", min=0, help="Processes serving the port, each with its own models (0: one per "
+                                                    "core); the rate limits are the server's, each worker takes its "
+                                                    "share.")
 
 
-def _throttle(rate: float, burst: Optional[int], user_rate: float):
-    """The rate limits of `serve` and `proxy`; failed authentications per client address are always limited."""
+def _throttle(rate: float, burst: Optional[int], user_rate: float, workers: int = 1):
+    """The rate limits of `serve` and `proxy`; failed authentications per client address are always limited. With
+    several workers each takes its share (the kernel spreads connections over them, not exactly evenly)."""
     from ..service.limits import DEFAULT_FAILURE_BURST, DEFAULT_FAILURE_RATE, RateLimiter, Throttle
 
+    if workers > 1:
+        rate, user_rate = rate / workers, user_rate / workers
+        burst = max(1, -(-burst // workers)) if burst else None
     return Throttle(tenant=RateLimiter(rate, burst or max(1, int(round(2 * rate)))) if rate > 0 else None,
                     user=RateLimiter(user_rate, max(1, int(round(4 * user_rate)))) if user_rate > 0 else None,
                     failures=RateLimiter(DEFAULT_FAILURE_RATE, DEFAULT_FAILURE_BURST))
@@ -102,11 +114,52 @@ def _limits(max_turns: int, max_turn_chars: int, max_total_chars: int):
 
 
 def _issuer(secret_file: Optional[Path], state: Optional[Path], ttl: Optional[int] = None, max_ttl: Optional[int] = None):
-    from ..service.tokens import DEFAULT_TTL, MAX_TTL, Generations, TokenIssuer, load_secret
+    return _issuer_factory(secret_file, state, ttl, max_ttl)()
 
-    secret = load_secret(secret_file) if secret_file else None
-    return TokenIssuer(secret, Generations(state) if state else None, default_ttl=ttl or DEFAULT_TTL,
-                       max_ttl=max_ttl or MAX_TTL)
+
+def _issuer_factory(secret_file: Optional[Path], state: Optional[Path], ttl: Optional[int] = None,
+                    max_ttl: Optional[int] = None, shared_dir: Optional[Path] = None):
+    """Builds the token issuer of one worker. With `shared_dir` (several workers) the secret is fixed now and the
+    revocations go to a file there unless `state` names one: a token minted by one worker verifies in every other,
+    and a revocation seen by one is seen by all."""
+    import os
+
+    from ..service.tokens import DEFAULT_TTL, MAX_TTL, MIN_SECRET_BYTES, Generations, TokenIssuer, load_secret
+
+    secret = load_secret(secret_file) if secret_file else (os.urandom(MIN_SECRET_BYTES) if shared_dir else None)
+    if state is None and shared_dir is not None:
+        state = shared_dir / "token-state.db"
+    return lambda: TokenIssuer(secret, Generations(state) if state else None, default_ttl=ttl or DEFAULT_TTL,
+                               max_ttl=max_ttl or MAX_TTL)
+
+
+def _run_servers(sock, workers: int, build, banner: str) -> None:
+    """Serve the app `build()` makes on `sock`: in this process (one worker), or in `workers` forked processes that
+    each build their own (cli/workers.py says why processes). A worker that ends on its own ends the server with
+    its exit code."""
+    from .workers import run_workers, worker_socket
+
+    if workers == 1:
+        app = build()
+        typer.echo(banner, err=True)
+        _uvicorn(app, sock)
+        return
+    code = run_workers(workers, sock, lambda ready: _uvicorn(build(), worker_socket(sock), ready),
+                       lambda: typer.echo(f"{banner}, {workers} worker processes", err=True))
+    if code:
+        raise typer.Exit(code)
+
+
+def _uvicorn(app, sock, ready=None) -> None:
+    import uvicorn
+
+    from ..service.accesslog import install
+
+    config = uvicorn.Config(app, log_level="info")   # host and port are the socket's
+    install()   # after uvicorn set up its loggers: the access log shows pseudonyms, never user ids
+    if ready is not None:
+        ready()
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 def _load_keys(keys: Optional[Path]):
@@ -129,6 +182,7 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
           token_secret: Optional[Path] = SECRET, token_state: Optional[Path] = STATE,
           token_ttl: int = typer.Option(900, "--token-ttl", min=1, help="Default lifetime of a user token, seconds."),
           token_max_ttl: int = typer.Option(86_400, "--token-max-ttl", min=1, help="Longest lifetime a token may be minted with."),
+          workers: int = WORKERS,
           warm: bool = typer.Option(True, "--warm/--lazy", help="Load the models before accepting requests (default), "
                                                                  "or on the first request.")):
     """Serve the REST API (/docs, /openapi.json) and the transparency page (/ui)."""
@@ -139,26 +193,27 @@ def serve(ctx: typer.Context, db: str = DB, schema: Optional[Path] = SCHEMA,
 
     if token_ttl > token_max_ttl:
         raise InputError(f"--token-ttl {token_ttl} is longer than --token-max-ttl {token_max_ttl}")
-    issuer = _issuer(token_secret, token_state, token_ttl, token_max_ttl)
+    n = worker_count(workers)
     limits = _limits(max_turns, max_turn_chars, max_total_chars)
     factory = _memory_factory(db, schema, extractor, maintainer, embedder)
-    sock = _listen(host, port)
+    sock = _listen(host, port, reuse_port=n > 1)
     port = sock.getsockname()[1]   # --port 0: the one the system chose
-    try:
+
+    def build():
+        mem = factory
         if warm:  # so the first user does not wait for a model load
-            typer.echo("loading models ...", err=True)
             mem = factory()
             mem.warm()
-            factory = mem
-        import uvicorn
+        return create_app(mem, ring, max_body_bytes=max_body, rate_limit=_throttle(rate, burst, user_rate, n),
+                          limits=limits, tokens=issuer())
 
-        typer.echo(f"boundmem serving {len(ring.tenants)} tenant(s) on http://{host}:{port} (page: /ui, API docs: /docs)", err=True)
-        from ..service.accesslog import install
-
-        config = uvicorn.Config(create_app(factory, ring, max_body_bytes=max_body, rate_limit=_throttle(rate, burst, user_rate), limits=limits,
-                                           tokens=issuer), host=host, port=port, log_level="info")
-        install()   # after uvicorn set up its loggers: the access log shows pseudonyms, never user ids
-        uvicorn.Server(config).run(sockets=[sock])
+    try:
+        with tempfile.TemporaryDirectory(prefix="boundmem-serve-") as shared:
+            issuer = _issuer_factory(token_secret, token_state, token_ttl, token_max_ttl, Path(shared) if n > 1 else None)
+            if warm:
+                typer.echo("loading models ...", err=True)
+            _run_servers(sock, n, build, f"boundmem serving {len(ring.tenants)} tenant(s) on http://{host}:{port} "
+                                         "(page: /ui, API docs: /docs)")
     finally:
         sock.close()
 

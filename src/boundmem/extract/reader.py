@@ -74,6 +74,7 @@ class ReaderExtractor:
         self._labels: OrderedDict[str, _Labels] = OrderedDict()
         self._lock = threading.Lock()
         self._cache_size = cache_size
+        self.asked = self.distinct = 0   # inputs the reading steps asked for; distinct ones among them (per call)
 
     def warm(self, schema: Schema) -> None:
         speech.warm()   # the language identifier every turn passes (is_english), loaded once under its lock
@@ -95,14 +96,19 @@ class ReaderExtractor:
                 if is_english(turn.text):
                     units.append((c, i, before, turn.text))
                 before = ""
-        readings = self.model.read_many([(u[2], u[3]) for u in units]) if units else []
+        reader = _Readings(self.model)
+        readings = reader.read([(u[2], u[3]) for u in units])
         per_conv: list[list[_Read]] = [[] for _ in conversations]
         for (c, i, ctx, text), spans in zip(units, readings):
-            per_conv[c] += self._decide(labels, i, ctx, spans)
+            per_conv[c] += self._decide(labels, i, ctx, spans, reader)
+        with self._lock:
+            self.asked += reader.asked
+            self.distinct += len(reader.memo)
         return [self._candidates(reads, conv, schema) for reads, conv in zip(per_conv, conversations)]
 
     # --- one turn ----------------------------------------------------------------------------------------------
-    def _decide(self, labels: _Labels, turn: int, context: str, spans: list[SpanReading]) -> list[_Read]:
+    def _decide(self, labels: _Labels, turn: int, context: str, spans: list[SpanReading],
+                reader: "_Readings") -> list[_Read]:
         s = self.model.settings
         out: list[_Read] = []
         for r in spans:
@@ -113,7 +119,7 @@ class ReaderExtractor:
             if probs[best] < (s.implied if r.whole_turn else s.category):
                 continue
             ref = labels.refs[best]
-            value = self._value(labels, ref, r, out, context)
+            value = self._value(labels, ref, r, out, context, reader)
             if value is None:
                 continue
             evidence = RI.EVIDENCE[int(r.evidence.argmax())]
@@ -124,7 +130,8 @@ class ReaderExtractor:
                              r.text))
         return out
 
-    def _value(self, labels: _Labels, ref: DetailRef, r: SpanReading, earlier: list[_Read], context: str) -> Optional[str]:
+    def _value(self, labels: _Labels, ref: DetailRef, r: SpanReading, earlier: list[_Read], context: str,
+               reader: "_Readings") -> Optional[str]:
         """The value to store: a listed item (closed categories) or the user's words (open ones); None: nothing."""
         s = self.model.settings
         if ref.detail.name in labels.items:
@@ -139,19 +146,19 @@ class ReaderExtractor:
             return None
         text = r.text.strip(_TRIM)
         if _refers(text):
-            return self._referent(ref, earlier, context)
+            return self._referent(ref, earlier, context, reader)
         # a listed example the words name ("Italian food" -> "Italian", "jazz" -> "Jazz"), else the words as said
         return (_named_item(ref.detail.attributes, text) or text) if text else None
 
-    def _referent(self, ref: DetailRef, earlier: list[_Read], context: str) -> Optional[str]:
+    def _referent(self, ref: DetailRef, earlier: list[_Read], context: str, reader: "_Readings") -> Optional[str]:
         """What a pronoun stands for: the last value of its category earlier in the turn, else the one the assistant's
-        turn names (read as if said, so the same model finds it)."""
+        turn names (read as if said, so the same model finds it; once per call, however many pronouns point at it)."""
         same = [e.value for e in earlier if e.ref.path == ref.path and not _refers(e.value)]
         if same:
             return same[-1]
         if not context:
             return None
-        for r in self.model.read_many([("", context)])[0]:
+        for r in reader.read([("", context)])[0]:
             if not r.whole_turn and r.value >= self.model.settings.span:
                 value = r.text.strip(_TRIM)
                 if value and not _refers(value):
@@ -209,6 +216,24 @@ class ReaderExtractor:
             while len(self._labels) > self._cache_size:
                 self._labels.popitem(last=False)
         return labels
+
+
+class _Readings:
+    """The reader's passes of one extract call: each distinct (context, text) input is read once, in one batch per
+    step, however often the steps ask for it (a turn repeated in a batch, an assistant turn several pronouns point
+    at): one forward pass per distinct text."""
+
+    def __init__(self, model: ReaderModel):
+        self.model = model
+        self.memo: dict[tuple[str, str], list[SpanReading]] = {}
+        self.asked = 0
+
+    def read(self, inputs: list[tuple[str, str]]) -> list[list[SpanReading]]:
+        self.asked += len(inputs)
+        missing = [x for x in dict.fromkeys(inputs) if x not in self.memo]
+        if missing:
+            self.memo.update(zip(missing, self.model.read_many(missing)))
+        return [self.memo[x] for x in inputs]
 
 
 def _refers(text: str) -> bool:

@@ -98,6 +98,7 @@ class ReaderModel:
         self._settings = settings
         self._lock = threading.Lock()
         self._sessions: Optional[tuple] = None
+        self.texts_read = self.windows_read = 0   # what the encoder really ran on: inputs, and their windows (rows)
 
     @property
     def settings(self) -> ReaderSettings:
@@ -129,6 +130,9 @@ class ReaderModel:
         wins = [(k, w) for k, (ctx, text) in enumerate(turns) for w in RI.windows(tok, ctx, text)]
         if not wins:
             return [[] for _ in turns]
+        with self._lock:
+            self.texts_read += len(turns)
+            self.windows_read += len(wins)
         ids, mask, types = (np.asarray(a, np.int64) for a in RI.pad([w for _, w in wins]))
         hidden, bio = encoder.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
         bio = _softmax(bio)

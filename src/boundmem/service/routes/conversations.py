@@ -45,9 +45,9 @@ def add_conversation(body: ConversationIn, s: Subj, mem: Mem, limits: Limits,
 async def recall(body: RecallRequest, s: Subj, mem: Mem, limits: Limits) -> RecallOut:
     """The stored preferences that would change the answer to what the user just said (the recall gate: most
     requests get none); `gate: false` or `min_score`: raw cosine top-k."""
-    # on the event loop, no thread hop: a recall is one forward pass and a search (~10 ms), and each hop to the thread
-    # pool and back costs two thread wake-ups, which on a busy machine wait for a core (the p95 of HTTP over the
-    # library was ~10 ms of them). Concurrent recalls then take turns on the loop; more throughput is more workers.
+    # on the event loop, no thread hop: a recall is one forward pass and a search, and each hop to the thread pool and
+    # back costs two thread wake-ups, which on a busy machine wait for a core. Concurrent recalls take turns on one
+    # process's loop; `serve --workers N` runs N processes on the port, so every core serves (cli/workers.py).
     limits.check_utterance(body.utterance)
     hits = mem.recall(body.utterance, s.ns, body.k, gate=body.gate, min_score=body.min_score)
     return RecallOut(user=s.user, hits=[RecallHitOut(preference=preference_out(mem, h.preference, s.user), score=h.score,
