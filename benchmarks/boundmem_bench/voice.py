@@ -35,6 +35,7 @@ import typer
 
 from .recall_sets import UserSpec, incar_users, store_users
 from .report import load_average, machine_info, write_json
+from .results import Figure, write_results
 
 END_OF_TURN = 0.2   # Pipecat's VAD stop_secs default: the silence before the turn is called over
 
@@ -427,4 +428,20 @@ def register(app: typer.Typer) -> None:
         write_json(out / "results.json", {"meta": meta, "summary": summary})
         (out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         (out / "report.md").write_text(report := markdown(summary, meta))
+        write_results("voice", out, report, headline(summary), summary=summary, machine=meta["machine"])
         typer.echo(report)
+
+
+def headline(summary: dict) -> list[Figure]:
+    """README's figures of a voice run: the time a turn's context waits before the LLM, with memory and without."""
+    figs = []
+    for mode, label in (("speculative", "boundmem (recall started on the transcriptions)"), ("none", "no memory"),
+                        (MEM0, "Pipecat's Mem0MemoryService")):
+        if mode in summary:
+            held = summary[mode]["held_ms"]
+            figs.append(Figure(f"voice turn: context held before the LLM p50 / p95, {label}",
+                               f"{held['p50']} / {held['p95']} ms", readme=mode == "speculative"))
+    if "speculative" in summary:
+        figs.append(Figure("voice turn: held p95 over one recall's p95, recall started on the transcriptions",
+                           summary["speculative"]["p95_over_recall_p95"], ".2f", "x"))
+    return figs
