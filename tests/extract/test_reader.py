@@ -124,3 +124,27 @@ def test_a_one_off_choice_of_an_open_value_repeated_in_three_conversations_is_pr
         assert [p.attribute for p in results[2].promoted] == ["Radiohead"]
     finally:
         m.store.close()
+
+
+def test_a_bulk_read_goes_through_the_encoder_in_bounded_batches_with_the_same_readings(reader):
+    """One call over many turns is read in batches (a single batch of every window ran a machine out of memory),
+    each turn keeping its own readings across the batch boundaries."""
+    model = reader.model
+    turns = [("", f"I always listen to jazz number {i} on the way to work.") for i in range(model.BATCH_WINDOWS + 9)]
+    sizes: list[int] = []
+    real = model._read_batch
+
+    def spy(ts, ws):
+        sizes.append(sum(len(w) for w in ws))
+        return real(ts, ws)
+
+    model._read_batch = spy
+    try:
+        bulk = model.read_many(turns)
+    finally:
+        del model._read_batch
+    assert len(sizes) >= 2 and max(sizes) <= model.BATCH_WINDOWS and sum(sizes) == len(turns)
+    # every turn keeps its own readings, in order, across the batch boundaries
+    assert len(bulk) == len(turns)
+    assert all(r.text in text for (_, text), rs in zip(turns, bulk) for r in rs)
+    assert all(any(r.text.startswith("jazz") for r in rs) for rs in bulk)

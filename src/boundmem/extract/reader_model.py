@@ -125,9 +125,26 @@ class ReaderModel:
         self._load()
 
     def read_many(self, turns: Sequence[tuple[str, str]]) -> list[list[SpanReading]]:
-        """Per (assistant context, user text): the spans tagged in the user text, then what the turn implies."""
-        encoder, heads, tok = self._load()
-        wins = [(k, w) for k, (ctx, text) in enumerate(turns) for w in RI.windows(tok, ctx, text)]
+        """Per (assistant context, user text): the spans tagged in the user text, then what the turn implies.
+
+        Read in batches of at most `BATCH_WINDOWS` windows: the encoder's activations grow with the batch, and one
+        bulk call (a whole import, a benchmark) sent as a single batch ran a machine out of memory."""
+        tok = self._load()[2]
+        per_turn = [RI.windows(tok, ctx, text) for ctx, text in turns]
+        out: list[list[SpanReading]] = []
+        start, size = 0, 0
+        for k, ws in enumerate(per_turn):
+            if size and size + len(ws) > self.BATCH_WINDOWS:
+                out += self._read_batch(turns[start:k], per_turn[start:k])
+                start, size = k, 0
+            size += len(ws)
+        return out + self._read_batch(turns[start:], per_turn[start:])
+
+    BATCH_WINDOWS = 64
+
+    def _read_batch(self, turns: Sequence[tuple[str, str]], per_turn: Sequence[list]) -> list[list[SpanReading]]:
+        encoder, heads, _ = self._load()
+        wins = [(k, w) for k, ws in enumerate(per_turn) for w in ws]
         if not wins:
             return [[] for _ in turns]
         with self._lock:
