@@ -18,9 +18,11 @@ from boundmem.models import Conversation, Turn
 from .reader_score import Tally, extract_in_slices, run, table
 from .report import machine_info
 from .results import Figure, write_results
-from .train.reader_data import annotated_files, read_jsonl, slurp_rows
+from .train.reader_data import HELD_OUT_SCHEMAS, annotated_files, read_jsonl, slurp_rows
 
-GROUPS = {"written": lambda r: r.writer.startswith("w"), "CarMem users 51-100 (real)": lambda r: r.writer == "carmem",
+GROUPS = {"written": lambda r: r.writer.startswith("w"),
+          "written, on a schema never trained on": lambda r: r.writer.startswith("w") and r.schema in HELD_OUT_SCHEMAS,
+          "CarMem users 51-100 (real)": lambda r: r.writer == "carmem",
           "Synthetic-Persona-Chat (real, persona schema)": lambda r: r.writer.startswith("spc")}
 
 
@@ -140,7 +142,9 @@ def headline(result: dict, split: str) -> list[Figure]:
         if name.startswith("SLURP"):   # commands carry no preference: every store is a false one
             figs.append(Figure(f"reader, {name}: turns with a false store", t.get("false_store", 0) / max(1, t["cases"]), "pct"))
         else:
-            figs.append(Figure(f"reader, {name}, {split} writers: F1", t["f1"], readme=name == "written"))
+            figs += [Figure(f"reader, {name}, {split} writers: turns read right", t["right"] / max(1, t["cases"]), "pct",
+                            readme=name == "written"),
+                     Figure(f"reader, {name}, {split} writers: F1", t["f1"], readme=name == "written")]
     if "chat_stored" in result:
         k, n = result["chat_stored"]
         figs.append(Figure("reader, chit-chat turns stored as a preference", k / max(1, n), "pct", readme=False))
