@@ -76,3 +76,64 @@ def test_serve_refuses_to_start_on_a_bad_store(tmp_path, kind):
                                        "--extractor", "keyword", "--maintainer", "rules"])
     k.check(r.exit_code == EXIT_STORE and "error: cannot open the store" in r.output and str(bad) in r.output,
             (r.exit_code, r.output[-300:]))
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 512 KB file system of its own (tmpfs; needs root, as CI and this project's machines have): skipped where
+    it cannot be mounted."""
+    import subprocess
+
+    where = tmp_path / "small-disk"
+    where.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(where)], capture_output=True).returncode:
+        pytest.skip("cannot mount a small file system here")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def test_a_full_disk_is_an_error_naming_it_and_the_store_stays_usable(small_disk, schema, kind):
+    import subprocess
+
+    from boundmem.embed import HashEmbedder
+    from boundmem.errors import StoreError
+    from boundmem.extract.keyword import KeywordExtractor
+    from boundmem.maintain.rules import RuleMaintainer
+    from boundmem.memory import Memory
+
+    k = kind("bad store: a full disk")
+    store = SQLiteStore(small_disk / "m.db")
+    mem = Memory(schema=schema, store=store, extractor=KeywordExtractor(), maintainer=RuleMaintainer(),
+                 embedder=HashEmbedder())
+    try:
+        mem.add("I always go for Italian food.", user="alice")
+        filler = small_disk / "filler"
+        subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=4k", "count=1000"], capture_output=True)
+        err = None
+        for i in range(200):
+            try:
+                mem.add(f"I love jazz track {i}. " + "so much " * 300, user="alice")
+            except StoreError as e:
+                err = e
+                break
+        k.check(err is not None and "full" in str(err) and str(small_disk) in str(err), repr(err))
+        k.check(mem.preferences("alice") != [], "the store cannot be read after the full disk")
+        filler.unlink()
+        mem.add("I can't stand country music.", user="alice")
+        k.check(any(p.attribute.lower().startswith("country") for p in mem.preferences("alice")),
+                "no write after space was freed")
+    finally:
+        mem.close_jobs()
+        store.close()
+
+
+def test_a_store_on_a_read_only_mount_is_one_error_line_saying_so(small_disk, kind):
+    import subprocess
+
+    k = kind("bad store: a read-only mount")
+    SQLiteStore(small_disk / "m.db").close()
+    if subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], capture_output=True).returncode:
+        pytest.skip("cannot remount read-only here")
+    r = CliRunner().invoke(app, ["prefs", "list", "-u", "alice", "--db", str(small_disk / "m.db")])
+    k.check(r.exit_code == 5, (r.exit_code, r.output))
+    k.check("read-only" in r.output and str(small_disk / "m.db") in r.output and "Traceback" not in r.output, r.output)

@@ -211,6 +211,8 @@ class StoreOpenError(StoreError):
                else "the disk holding it is full" if "full" in low or getattr(cause, "errno", None) == 28
                else "it (or its directory) is read-only for this process" if "readonly" in low or "read-only" in low
                or isinstance(cause, PermissionError)
+               else "it (or its directory) is read-only for this process" if "unable to open" in low
+               and not os.access(Path(path).resolve().parent, os.W_OK)   # a read-only mount says only this
                else "it cannot be opened" if "unable to open" in low else msg)
         super().__init__(f"cannot open the store {path}: {why} ({type(cause).__name__}: {msg})")
         self.path = path
@@ -322,8 +324,7 @@ class SQLiteStore(SingleWrites, EpisodeReads, JobRows):
                 if con.in_transaction:  # an error inside SQLite may already have rolled back
                     con.execute("ROLLBACK")
                 if isinstance(e, sqlite3.OperationalError) and "full" in str(e).lower():
-                    raise StoreError(f"store {self.path}: the disk holding it is full; nothing of this write was "
-                                     f"kept and the store is still usable once space is freed ({e})") from e
+                    raise self._full(e) from e
                 raise
             try:
                 con.execute("COMMIT")
@@ -332,7 +333,13 @@ class SQLiteStore(SingleWrites, EpisodeReads, JobRows):
                     con.execute("ROLLBACK")
                 if isinstance(e, sqlite3.OperationalError) and is_store_busy(e):
                     raise self._busy(e) from e
+                if isinstance(e, sqlite3.OperationalError) and "full" in str(e).lower():
+                    raise self._full(e) from e   # the journal or the WAL could not grow at commit
                 raise
+
+    def _full(self, e: sqlite3.OperationalError) -> StoreError:
+        return StoreError(f"store {self.path}: the disk holding it ({Path(self.path).resolve().parent}) is full; "
+                          f"nothing of this write was kept and the store is still usable once space is freed ({e})")
 
     _job_param = "?"
 
