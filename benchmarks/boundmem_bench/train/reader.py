@@ -16,10 +16,12 @@ import json
 import random
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
 from boundmem.extract import reader_input as RI
+from boundmem.schema.display import is_avoidance
 from boundmem.schema.load import load_schema
 
 from .reader_data import SCHEMA_FILES, Row, annotated_files, manifest, read_jsonl, slurp_rows, spoken_copy
@@ -55,8 +57,18 @@ def span_targets(sp, first: int, last: int, schema: str, labels: dict) -> tuple:
     if sp.detail in labels[schema]["items"]:
         options = labels[schema]["items"][sp.detail][0]
         item = options.index(sp.item) if sp.item in options else len(options)
-    return (first, last, RI.POLARITY.index(sp.polarity), RI.EVIDENCE.index(sp.evidence),
+    return (first, last, RI.POLARITY.index(sentiment(sp.detail, sp.polarity)), RI.EVIDENCE.index(sp.evidence),
             RI.HOLDER.index(sp.holder), cat, item, sp.detail)
+
+
+def sentiment(detail: Optional[str], polarity: str) -> str:
+    """The polarity the model learns: the user's feeling about the words, in every category alike. The data labels an
+    avoidance category by its own convention ("avoid highways" is a like of the category's value Highways), the
+    opposite of the feeling the words carry; the model learns the feeling and the run time turns it back
+    (ReaderSettings.avoidance_as_sentiment), so "I never like driving on highways" and "avoid highways" agree."""
+    if detail and is_avoidance(detail) and polarity in ("like", "dislike"):
+        return "dislike" if polarity == "like" else "like"
+    return polarity
 
 
 def encode_row(tok, row: Row, labels: dict, turn_negative: bool):
@@ -277,6 +289,7 @@ def main(argv=None) -> int:
             "data": manifest(training_files(files, keep)),
             "category_scale": heads.cat_scale.item(), "category_none": heads.cat_none.item(),
             "item_scale": heads.item_scale.item(), "item_none": heads.item_none.item(),
+            "avoidance_as_sentiment": True,
             "command": "python -m boundmem_bench.train.reader " + " ".join(argv or [])}
     (args.out / "training.json").write_text(json.dumps(meta, indent=1))
     print("exported to", args.out, flush=True)

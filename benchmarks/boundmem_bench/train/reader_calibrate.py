@@ -70,7 +70,8 @@ def main(argv=None) -> int:
     meta = json.loads((args.model / "training.json").read_text())
     settings = ReaderSettings(input_hash=input_hash(args.model), category_scale=meta["category_scale"],
                               category_none=meta["category_none"], item_scale=meta["item_scale"],
-                              item_none=meta["item_none"])
+                              item_none=meta["item_none"],
+                              avoidance_as_sentiment=meta.get("avoidance_as_sentiment", False))
     model = ReaderModel(args.model, settings=settings)
     extractor = ReaderExtractor(make_embedder("minilm", Settings()), model)
     _Replay(extractor)

@@ -25,6 +25,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..models import Candidate, Conversation
+from ..schema.display import is_avoidance
 from ..schema.model import DetailRef, Schema
 from . import reader_input as RI
 from .base import Extraction
@@ -125,7 +126,10 @@ class ReaderExtractor:
             evidence = RI.EVIDENCE[int(r.evidence.argmax())]
             if evidence != "none" and r.evidence[RI.EVIDENCE.index(evidence)] - r.evidence[2] < s.evidence:
                 evidence = "none"
-            out.append(_Read(turn, r.start, ref, value, RI.POLARITY[int(r.polarity.argmax())], evidence,
+            polarity = RI.POLARITY[int(r.polarity.argmax())]
+            if s.avoidance_as_sentiment and is_avoidance(ref.detail.name) and polarity != "indifferent":
+                polarity = "like" if polarity == "dislike" else "dislike"   # disliking highways is avoiding them
+            out.append(_Read(turn, r.start, ref, value, polarity, evidence,
                              r.holder[1] <= s.other, round(float(probs[best]) * (1.0 if r.whole_turn else r.value), 4),
                              r.text))
         return out

@@ -47,6 +47,9 @@ class ReaderSettings(BaseModel):
     other: float = 0.5         # holder "other" probability above which a span is someone else's
     evidence: float = 0.0      # margin the stored evidence must have over "not evidence"
     calibrated_on: list[str] = []
+    # the polarity head gives the feeling the words carry in every category; an avoidance category stores the
+    # opposite ("avoid highways": Avoids Highways, a like of the category's value)
+    avoidance_as_sentiment: bool = False
 
 
 def input_hash(directory: Path) -> str:
