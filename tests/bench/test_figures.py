@@ -101,13 +101,13 @@ def test_bad_figures_and_names_are_refused_before_writing(tmp_path):
 
 def test_render_command_checks_writes_and_needs_the_markers(tmp_path):
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n{START}\nold\n{END}\n")
+    readme.write_text(f"# x\n\n{START}\nA-HAND-TYPED-TABLE\n{END}\n")
     args = ["render", "--results", str(RESULTS), "--docs", str(tmp_path / "docs"), "--readme", str(readme)]
     run = CliRunner().invoke
     assert run(app, [*args, "--check"]).exit_code == 1
     assert run(app, args).exit_code == 0
     assert run(app, [*args, "--check"]).exit_code == 0
-    assert "old" not in readme.read_text() and "| figure | value | bench | run |" in readme.read_text()
+    assert "A-HAND-TYPED-TABLE" not in readme.read_text() and "| figure | value | bench | run |" in readme.read_text()
     readme.write_text("# no markers\n")
     res = run(app, args)
     assert res.exit_code == 2 and "figures:start" in res.output
