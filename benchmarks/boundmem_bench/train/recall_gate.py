@@ -216,14 +216,21 @@ def choose_threshold(rows: Rows, proba: np.ndarray, none_rate: float) -> tuple[f
     return best[1], best[2]
 
 
-def train(carmem: Path, slurp: Path, work: Path, none_rate: float = 0.96, l2: float = 1e-3,
-          per_request: int = 3) -> tuple[GateModel, dict]:
+def visible_cases(carmem: Path, slurp: Path, per_request: int) -> tuple[list, list]:
+    """The visible users and their cases (each request with `per_request` users; a SLURP command with one): what
+    both calibrations may read."""
     users = incar_users(carmem) + smarthome_users()
     requests = unrelated_requests() + related_requests() + slurp_requests(slurp)
     visible_users = [u for u in users if u.part == "visible"]
     visible = [r for r in requests if r.part == "visible"]
     cs = [c for c in cases(visible, visible_users, per_request=per_request) if c.part == "visible"]
     cs = [c for c in cs if c.request.kind != "slurp"] + cases([r for r in visible if r.kind == "slurp"], visible_users, 1)
+    return visible_users, cs
+
+
+def train(carmem: Path, slurp: Path, work: Path, none_rate: float = 0.96, l2: float = 1e-3,
+          per_request: int = 3) -> tuple[GateModel, dict]:
+    visible_users, cs = visible_cases(carmem, slurp, per_request)
     mems = memories(work, visible_users)
     need_w, need_b, need = request_model(mems["incar"].embedder, sorted({c.request for c in cs}, key=lambda r: r.text))
     cents, learned = centroids(mems["incar"].embedder, sorted({c.request for c in cs}, key=lambda r: r.text))
@@ -299,12 +306,7 @@ def transfer_rows(carmem: Path, slurp: Path, data: Path, work: Path, per_request
     request model's column left at 0.5: `transfer_need` fills it)."""
     from boundmem.memory import build_memory
 
-    users = incar_users(carmem) + smarthome_users()
-    requests = unrelated_requests() + related_requests() + slurp_requests(slurp)
-    visible_users = [u for u in users if u.part == "visible"]
-    visible = [r for r in requests if r.part == "visible"]
-    cs = [c for c in cases(visible, visible_users, per_request=per_request) if c.part == "visible"]
-    cs = [c for c in cs if c.request.kind != "slurp"] + cases([r for r in visible if r.kind == "slurp"], visible_users, 1)
+    visible_users, cs = visible_cases(carmem, slurp, per_request)
     schemas, extra = schema_cases(data)
     mems = memories(work, visible_users)
     for name, schema in schemas.items():
