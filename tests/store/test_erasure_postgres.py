@@ -19,7 +19,8 @@ from boundmem.store.postgres import PostgresStore  # noqa: E402
 CUISINE = CategoryPath(main="poi", sub="restaurant", detail="cuisine")
 MUSIC = CategoryPath(main="entertainment", sub="music", detail="genre")
 FOOD_TAG, TRIP_TAG = "Preferences/Food/restaurant", "Activities/Travel/trip"
-TABLES = ("users", "preferences", "observations", "opt_outs", "audit", "meta", "episodes", "episode_opt_outs")
+TABLES = ("users", "preferences", "observations", "opt_outs", "audit", "meta", "episodes", "episode_opt_outs",
+          "preference_blocks")   # recall's per-user block holds the sentences too
 
 
 def rows_with(url: str, needle: str) -> dict[str, int]:
