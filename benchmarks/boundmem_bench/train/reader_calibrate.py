@@ -32,9 +32,14 @@ GRID = {
 }
 
 
+# a stored value the user never said costs this many right cases: the product stores nothing rather than a guess
+MADE_UP_COST = 5
+
+
 def objective(t: Tally) -> float:
     c = t.counts
-    return sum(t.right.values()) - c["fabricated"] - c["other_leak"] - c["cases_empty_stored"] - c["polarity_flip"]
+    return (sum(t.right.values()) - MADE_UP_COST * (c["fabricated"] + c["other_leak"] + c["polarity_flip"])
+            - c["cases_empty_stored"])
 
 
 class _Replay:
